@@ -1,0 +1,39 @@
+# so101-sim2real workspace commands. Every target creates/updates the environment (.venv) first.
+VENV     ?= .venv
+PYTHON   := $(VENV)/bin/python
+STAMP    := $(VENV)/.so101-env-stamp
+ENV_DEPS := scripts/bootstrap_env.sh requirements/constraints.txt requirements/lerobot.txt \
+            requirements/workspace.txt $(wildcard src/*/setup.py)
+
+.PHONY: env test demo bench lint colcon-build clean-env help
+
+help:
+	@echo "make env     create/update the pinned environment in $(VENV)"
+	@echo "make test    environment + lint + every test (what CI runs)"
+	@echo "make demo    the main job on the embedded default (virtual SO-101 + MuJoCo)"
+	@echo "make bench   control-path benchmarks as JSON lines"
+	@echo "make lint    ruff over the whole tree"
+
+$(STAMP): $(ENV_DEPS)
+	VENV=$(VENV) bash scripts/bootstrap_env.sh
+	touch $(STAMP)
+
+env: $(STAMP)
+
+test: $(STAMP)
+	VENV=$(VENV) bash scripts/run_tests.sh
+
+demo: $(STAMP)
+	VENV=$(VENV) bash scripts/with_env.sh so101 demo
+
+bench: $(STAMP)
+	VENV=$(VENV) bash scripts/with_env.sh so101 bench
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+
+colcon-build: $(STAMP)
+	VENV=$(VENV) bash scripts/with_env.sh colcon build --base-paths src --build-base build --install-base install
+
+clean-env:
+	rm -rf $(VENV)

@@ -1,0 +1,1 @@
+"""SO-101 joint specification, URDF, MJCF, meshes and RViz configuration."""

@@ -1,0 +1,1 @@
+"""GapONet compensation: model file contract, ONNX/TorchScript runtime, training and the compensator node."""

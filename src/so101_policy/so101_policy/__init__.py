@@ -1,0 +1,1 @@
+"""Learned-policy inference node (LeRobot pretrained directories, TorchScript, ONNX)."""

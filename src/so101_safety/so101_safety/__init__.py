@@ -1,0 +1,1 @@
+"""Safety filter between command sources and the SO-101 driver."""

@@ -17,8 +17,8 @@ so 0 % is the lower limit (closed) and 100 % the upper limit (open).
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence
 
 __all__ = [
     "JOINTS",
@@ -140,18 +140,18 @@ def gripper_fraction_to_rad(fraction: float) -> float:
 def sage_to_rad(values: Sequence[float]) -> list[float]:
     """A SAGE-ordered row (rad…, jaw 0..1) → radians in :data:`JOINT_NAMES` order."""
     _check_length(values)
-    return [gripper_fraction_to_rad(v) if j.is_gripper else float(v) for j, v in zip(JOINTS, values)]
+    return [gripper_fraction_to_rad(v) if j.is_gripper else float(v) for j, v in zip(JOINTS, values, strict=False)]
 
 
 def rad_to_sage(values: Sequence[float]) -> list[float]:
     """Radians in :data:`JOINT_NAMES` order → a SAGE row (jaw as 0..1)."""
     _check_length(values)
-    return [gripper_rad_to_fraction(v) if j.is_gripper else float(v) for j, v in zip(JOINTS, values)]
+    return [gripper_rad_to_fraction(v) if j.is_gripper else float(v) for j, v in zip(JOINTS, values, strict=False)]
 
 
 def reorder(names: Iterable[str], values: Sequence[float], target: Sequence[str] = JOINT_NAMES) -> list[float]:
     """Re-order ``values`` given under ``names`` into ``target`` order; every target name must be present."""
-    lookup = dict(zip(names, values))
+    lookup = dict(zip(names, values, strict=False))
     missing = [n for n in target if n not in lookup]
     if missing:
         raise JointSpecError(f"missing joints {missing}")

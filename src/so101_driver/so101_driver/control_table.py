@@ -107,7 +107,7 @@ class Register(Enum):
         return self.value.size
 
     @classmethod
-    def by_name(cls, name: str) -> "Register":
+    def by_name(cls, name: str) -> Register:
         try:
             return cls[name]
         except KeyError as err:

@@ -5,8 +5,8 @@ processes) or :func:`apply_private_ros_env` (for this process, before ``rclpy.in
 traffic leaves loopback and concurrent runs on one machine do not hear each other.
 """
 
-from so101_testing.env import apply_private_ros_env, private_ros_env, private_domain_id
 from so101_testing.bench import BenchResult, percentile, time_calls
+from so101_testing.env import apply_private_ros_env, private_domain_id, private_ros_env
 from so101_testing.process import NodeProcess, wait_for
 
 __all__ = ["BenchResult", "percentile", "time_calls", "apply_private_ros_env", "private_ros_env", "private_domain_id", "NodeProcess", "wait_for"]

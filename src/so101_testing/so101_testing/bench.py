@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Callable
 
 __all__ = ["BenchResult", "time_calls", "percentile"]
 

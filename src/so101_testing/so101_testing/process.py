@@ -8,8 +8,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, Sequence
 
 from so101_testing.env import private_ros_env
 
@@ -44,7 +44,7 @@ class NodeProcess:
         self.log_path = Path(self._log.name)
         self.process: subprocess.Popen[bytes] | None = None
 
-    def start(self) -> "NodeProcess":
+    def start(self) -> NodeProcess:
         self.process = subprocess.Popen(
             [sys.executable, "-m", self.module, *self.args],
             stdout=self._log, stderr=subprocess.STDOUT, env=self.env, cwd=self.cwd,
@@ -72,7 +72,7 @@ class NodeProcess:
         self._log.close()
         return self.process.returncode
 
-    def __enter__(self) -> "NodeProcess":
+    def __enter__(self) -> NodeProcess:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

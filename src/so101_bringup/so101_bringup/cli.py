@@ -1,0 +1,71 @@
+"""``so101``: one command line for the workspace.
+
+Subcommands live in their own packages; this table names them explicitly (no import-time
+registries) and imports a subcommand's module only when it is chosen, so ``so101 --help`` stays fast.
+Each module provides ``add_arguments(parser)`` and ``run(args) -> int``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+__all__ = ["SUBCOMMANDS", "main", "build_parser"]
+
+
+@dataclass(frozen=True)
+class Subcommand:
+    name: str
+    module: str  # provides add_arguments(parser) and run(args) -> int
+    summary: str
+
+
+SUBCOMMANDS: tuple[Subcommand, ...] = (
+    Subcommand("demo", "so101_bringup.demo", "run the main job on the embedded default robot (virtual SO-101 + MuJoCo)"),
+    Subcommand("virtual-bus", "so101_virtual.cli", "serve a virtual SO-101 (STS3215 protocol) on a pseudo-terminal"),
+    Subcommand("scan", "so101_driver.scan_cli", "find Feetech servos on a port (ids, models, baud rates)"),
+    Subcommand("calibrate", "so101_driver.calibrate_cli", "run LeRobot's calibration procedure and write its JSON"),
+    Subcommand("bench", "so101_bringup.bench", "run the control-path benchmarks (JSON lines)"),
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="so101",
+        description="SO-101 sim-to-real workspace: drive the arm (real or virtual), record, replay in "
+        "simulation, measure the sim-to-real gap and train the GapONet compensator.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="Run 'so101 <command> --help' for a command's options.",
+    )
+    parser.add_argument("-v", "--verbose", action="count", default=0, help="more log output (-vv for debug)")
+    sub = parser.add_subparsers(dest="command", metavar="<command>")
+    for command in SUBCOMMANDS:
+        sub.add_parser(command.name, help=command.summary, description=command.summary, add_help=False)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    top, rest = parser.parse_known_args(argv)
+    if top.command is None:
+        parser.print_help()
+        return 2
+    command = next(c for c in SUBCOMMANDS if c.name == top.command)
+    module = importlib.import_module(command.module)
+    sub_parser = argparse.ArgumentParser(prog=f"so101 {command.name}", description=command.summary)
+    module.add_arguments(sub_parser)
+    args = sub_parser.parse_args(rest)
+    logging.basicConfig(level=logging.DEBUG if top.verbose else logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        return int(module.run(args))
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

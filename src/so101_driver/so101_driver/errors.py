@@ -1,0 +1,74 @@
+"""Exceptions of the SO-101 driver package.
+
+``BusError`` is the root of everything the Feetech bus can raise; each concrete error names the
+servo and how many tries were made, so a log line alone tells which cable to check.
+"""
+
+from __future__ import annotations
+
+from so101_driver.control_table import ErrorBit, decode_error_bits
+
+__all__ = [
+    "DriverError",
+    "BusError",
+    "PortError",
+    "BusTimeout",
+    "CorruptPacket",
+    "ServoError",
+    "CalibrationError",
+    "CommandRejected",
+]
+
+
+class DriverError(Exception):
+    """Base class of every error this package raises on purpose."""
+
+
+class BusError(DriverError):
+    """The Feetech bus could not complete a transaction."""
+
+    def __init__(self, message: str, servo_id: int | None = None, tries: int = 0) -> None:
+        super().__init__(message)
+        self.servo_id = servo_id
+        self.tries = tries
+
+
+class PortError(BusError):
+    """The serial port could not be opened, configured or written."""
+
+
+class BusTimeout(BusError):
+    """A servo did not answer (unplugged, wrong id or baud rate, no power)."""
+
+    def __init__(self, servo_id: int | None, tries: int, detail: str = "") -> None:
+        who = f"servo {servo_id}" if servo_id is not None else "the bus"
+        message = f"no reply from {who} after {tries} tr{'y' if tries == 1 else 'ies'}"
+        super().__init__(f"{message}: {detail}" if detail else message, servo_id, tries)
+
+
+class CorruptPacket(BusError):
+    """A reply arrived but was malformed (bad checksum, truncated, wrong length)."""
+
+    def __init__(self, servo_id: int | None, tries: int, detail: str = "") -> None:
+        who = f"servo {servo_id}" if servo_id is not None else "the bus"
+        message = f"corrupt reply from {who} after {tries} tr{'y' if tries == 1 else 'ies'}"
+        super().__init__(f"{message}: {detail}" if detail else message, servo_id, tries)
+
+
+class ServoError(BusError):
+    """A servo answered with error bits set in its status byte (voltage, overheat, overload...)."""
+
+    def __init__(self, servo_id: int, tries: int, bits: int, detail: str = "") -> None:
+        self.bits = bits
+        self.flags: list[ErrorBit] = decode_error_bits(bits)
+        names = ", ".join(flag.name for flag in self.flags) or f"unknown bits 0x{bits:02X}"
+        message = f"servo {servo_id} reports {names} (status 0x{bits:02X}) after {tries} tr{'y' if tries == 1 else 'ies'}"
+        super().__init__(f"{message}: {detail}" if detail else message, servo_id, tries)
+
+
+class CalibrationError(DriverError):
+    """A calibration file is missing, malformed, or does not fit the SO-101."""
+
+
+class CommandRejected(DriverError):
+    """A joint command was refused (NaN, unknown joint, mismatched arrays...); the reason is the message."""

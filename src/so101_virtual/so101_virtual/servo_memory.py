@@ -1,0 +1,328 @@
+"""One STS3215's control table as state: what the host reads and writes, what the firmware updates.
+
+Two sides use a :class:`ServoMemory`:
+
+* the **host side** (the bus server) calls :meth:`ServoMemory.read` / :meth:`ServoMemory.write`, which
+  follow the servo's rules (read-only registers are not writable, the EEPROM lock, ID/baud checks,
+  ``Torque_Enable = 128`` calibrates the mid position);
+* the **firmware side** (physics, firmware model) calls :meth:`ServoMemory.set_encoder`,
+  :meth:`ServoMemory.set_feedback`, :meth:`ServoMemory.get` / :meth:`ServoMemory.set`, which bypass
+  those rules.
+
+``memory.lock`` (a re-entrant lock) guards the table: every method takes it, and a caller that needs
+several registers to be consistent with each other holds it around the calls (``with memory.lock:``).
+
+Behaviour chosen where the real servo is under-documented (documented here, tested in
+``test/test_bus_server*.py``):
+
+* **EEPROM lock.** Feetech's memory table describes ``Lock`` (55) as the EEPROM *save* lock: with
+  ``Lock = 0`` a write to an EEPROM register is stored and survives a power cycle; with ``Lock = 1``
+  the write still takes effect in the running table but is lost at the next power cycle (users who
+  change an ID without unlocking see it revert after power-off). That is what this class does by
+  default: :meth:`power_cycle` restores the EEPROM area from its last saved image. With
+  ``strict_eeprom_lock=True`` locked EEPROM writes are ignored altogether, which makes a client that
+  forgets to unlock fail loudly in tests instead of losing its settings at the next power-up.
+* **Lock at power-up** is 0 (unlocked), matching the Feetech SDK examples that only lock after a
+  configuration; LeRobot writes ``Lock`` explicitly on every torque change anyway.
+* **Read-only registers** (and addresses no register uses) ignore host writes without an error,
+  like the servo; a read of an unused address returns 0.
+* ``ID`` accepts 0..253, ``Baud_Rate`` 0..7; other values are ignored.
+* ``Torque_Enable = 128`` sets ``Homing_Offset`` so the present position reads 2048, saves it
+  (whatever the lock) and leaves torque off.
+* ``Present_Position = (actual − Homing_Offset) mod 4096`` (single-turn); the firmware side sets the
+  actual encoder reading with :meth:`set_encoder`, a ``Homing_Offset`` write updates it at once.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+
+from so101_driver.control_table import (
+    MODEL_NUMBER_STS3215,
+    TABLE_SIZE,
+    Area,
+    Register,
+    decode_register,
+    encode_register,
+)
+
+__all__ = ["ServoMemory", "FACTORY_DEFAULTS", "STEPS_PER_TURN", "EEPROM_END"]
+
+STEPS_PER_TURN = 4096
+# EEPROM occupies addresses 0..EEPROM_END-1 (everything before Torque_Enable).
+EEPROM_END = Register.Torque_Enable.address
+
+# Factory values of an STS3215 (12 V version) as shipped; registers not listed start at 0.
+FACTORY_DEFAULTS: dict[Register, int] = {
+    Register.Firmware_Major_Version: 3,
+    Register.Firmware_Minor_Version: 10,
+    Register.Model_Number: MODEL_NUMBER_STS3215,
+    Register.ID: 1,
+    Register.Baud_Rate: 0,  # 1 Mbaud
+    Register.Return_Delay_Time: 250,  # 500 us (LeRobot sets 0)
+    Register.Response_Status_Level: 1,
+    Register.Min_Position_Limit: 0,
+    Register.Max_Position_Limit: 4095,
+    Register.Max_Temperature_Limit: 70,
+    Register.Max_Voltage_Limit: 140,  # 14.0 V
+    Register.Min_Voltage_Limit: 40,  # 4.0 V
+    Register.Max_Torque_Limit: 1000,
+    Register.Phase: 12,
+    Register.Unloading_Condition: 44,
+    Register.LED_Alarm_Condition: 47,
+    Register.P_Coefficient: 32,
+    Register.D_Coefficient: 32,
+    Register.I_Coefficient: 0,
+    Register.Minimum_Startup_Force: 16,
+    Register.CW_Dead_Zone: 1,
+    Register.CCW_Dead_Zone: 1,
+    Register.Protection_Current: 500,
+    Register.Angular_Resolution: 1,
+    Register.Homing_Offset: 0,
+    Register.Operating_Mode: 0,
+    Register.Protective_Torque: 20,
+    Register.Protection_Time: 200,
+    Register.Overload_Torque: 80,
+    Register.Torque_Enable: 0,
+    Register.Acceleration: 0,
+    Register.Goal_Position: 0,
+    Register.Goal_Time: 0,
+    Register.Goal_Velocity: 0,
+    Register.Torque_Limit: 1000,
+    Register.Lock: 0,
+    Register.Present_Position: 2048,
+    Register.Present_Voltage: 120,  # 12.0 V
+    Register.Present_Temperature: 25,
+    Register.Maximum_Acceleration: 0,
+}
+
+
+def _byte_map() -> tuple[tuple[Area | None, ...], frozenset[int]]:
+    areas: list[Area | None] = [None] * TABLE_SIZE
+    for reg in Register:
+        for addr in range(reg.address, reg.address + reg.size):
+            areas[addr] = reg.spec.area
+    special = frozenset(
+        a
+        for reg in (Register.ID, Register.Baud_Rate, Register.Torque_Enable, Register.Homing_Offset)
+        for a in range(reg.address, reg.address + reg.size)
+    )
+    return tuple(areas), special
+
+
+_AREAS, _SPECIAL = _byte_map()
+
+
+class ServoMemory:
+    """The control table of one STS3215 (see the module docstring for the rules it follows)."""
+
+    def __init__(
+        self,
+        servo_id: int = 1,
+        *,
+        overrides: Mapping[Register, int] | None = None,
+        strict_eeprom_lock: bool = False,
+    ) -> None:
+        self.lock = threading.RLock()
+        self.strict_eeprom_lock = strict_eeprom_lock
+        self._factory = dict(FACTORY_DEFAULTS)
+        self._factory.update(overrides or {})
+        self._table = bytearray(TABLE_SIZE)
+        self._actual = 2048  # encoder reading, 0..4095
+        self._load_factory()
+        self.set(Register.ID, servo_id)
+        self._saved_eeprom = bytes(self._table[:EEPROM_END])
+
+    # ----------------------------------------------------------------- identity
+    @property
+    def servo_id(self) -> int:
+        return self._table[Register.ID.address]
+
+    @property
+    def baudrate_index(self) -> int:
+        return self._table[Register.Baud_Rate.address]
+
+    @property
+    def actual_position(self) -> int:
+        """The encoder reading before the homing offset (0..4095)."""
+        return self._actual
+
+    # ----------------------------------------------------------------- host side
+    def read(self, address: int, length: int) -> bytes:
+        """Bytes as a READ would return them. Raises ``ValueError`` outside the table."""
+        if address < 0 or length < 0 or address + length > TABLE_SIZE:
+            raise ValueError(f"read of {length} byte(s) at {address} outside the {TABLE_SIZE}-byte table")
+        with self.lock:
+            return bytes(self._table[address : address + length])
+
+    def write(self, address: int, data: bytes | bytearray) -> bool:
+        """Apply a host WRITE with the servo's rules. Returns False when it falls outside the table
+        (the bus server answers that with an instruction error); ignored bytes are not an error."""
+        if address < 0 or address + len(data) > TABLE_SIZE:
+            return False
+        with self.lock:
+            # Every EEPROM byte lies below Lock (55), so the lock state before the write governs
+            # all EEPROM bytes of this write, even when the same packet also writes Lock.
+            locked = self._table[Register.Lock.address] != 0
+            eeprom_writable = not (locked and self.strict_eeprom_lock)
+            touched_special = False
+            for offset, value in enumerate(data):
+                addr = address + offset
+                area = _AREAS[addr]
+                if area is None or area is Area.READ_ONLY or (area is Area.EEPROM and not eeprom_writable):
+                    continue
+                if addr in _SPECIAL:
+                    touched_special = True
+                else:
+                    self._table[addr] = value
+            if touched_special:
+                self._write_special(address, bytes(data), eeprom_writable)
+            if not locked and address < EEPROM_END:
+                self._save_eeprom_range(address, len(data))
+        return True
+
+    def _save_eeprom_range(self, address: int, length: int) -> None:
+        saved = bytearray(self._saved_eeprom)
+        end = min(address + length, EEPROM_END)
+        saved[address:end] = self._table[address:end]
+        self._saved_eeprom = bytes(saved)
+
+    def _write_special(self, address: int, data: bytes, eeprom_writable: bool) -> None:
+        """Registers whose write has a side effect or a value check."""
+
+        def written(reg: Register) -> bytes | None:
+            # the register's bytes after this write (a partial write merges with the current bytes)
+            lo, hi = reg.address, reg.address + reg.size
+            if hi <= address or address + len(data) <= lo:
+                return None
+            cur = bytearray(self._table[lo:hi])
+            for a in range(max(lo, address), min(hi, address + len(data))):
+                cur[a - lo] = data[a - address]
+            return bytes(cur)
+
+        if eeprom_writable:
+            if (raw := written(Register.ID)) is not None and raw[0] <= 253:
+                self._table[Register.ID.address] = raw[0]
+            if (raw := written(Register.Baud_Rate)) is not None and raw[0] <= 7:
+                self._table[Register.Baud_Rate.address] = raw[0]
+            if (raw := written(Register.Homing_Offset)) is not None:
+                addr = Register.Homing_Offset.address
+                self._table[addr : addr + 2] = raw
+                self._update_present_position()
+        if (raw := written(Register.Torque_Enable)) is not None:
+            if raw[0] == 128:
+                self._calibrate_mid()
+            else:
+                self._table[Register.Torque_Enable.address] = raw[0]
+
+    def _calibrate_mid(self) -> None:
+        offset = max(-2047, self._actual - 2048)  # the 11-bit magnitude cannot hold -2048
+        self.set(Register.Homing_Offset, offset)
+        self._save_eeprom_range(Register.Homing_Offset.address, 2)
+        self._table[Register.Torque_Enable.address] = 0
+
+    # ----------------------------------------------------------------- firmware side
+    def get(self, register: Register) -> int:
+        """A register's value (sign-magnitude decoded)."""
+        addr = register.address
+        with self.lock:
+            return decode_register(register, self._table[addr : addr + register.size])
+
+    def set(self, register: Register, value: int) -> None:
+        """Set a register as the firmware would (no lock/read-only rules). Raises ``ValueError``
+        when the value does not fit."""
+        raw = encode_register(register, int(value))
+        addr = register.address
+        with self.lock:
+            self._table[addr : addr + register.size] = raw
+            if register is Register.Homing_Offset:
+                self._update_present_position()
+
+    def snapshot(self) -> bytes:
+        """A consistent copy of the whole table."""
+        with self.lock:
+            return bytes(self._table)
+
+    def set_encoder(self, actual_raw: int) -> None:
+        """The magnetic encoder's reading (steps, wrapped to 0..4095); updates Present_Position."""
+        with self.lock:
+            self._actual = int(actual_raw) % STEPS_PER_TURN
+            self._update_present_position()
+
+    def set_feedback(
+        self,
+        velocity: int | None = None,
+        load: int | None = None,
+        voltage: int | None = None,
+        temperature: int | None = None,
+        current: int | None = None,
+        moving: int | bool | None = None,
+        status: int | None = None,
+    ) -> None:
+        """Feedback registers in raw units (velocity step/s, load 0.1 %, voltage 0.1 V, °C, current
+        6.5 mA LSB; signed values are clamped to what the register holds). ``None`` leaves one as is."""
+        with self.lock:
+            if velocity is not None:
+                self._set_clamped(Register.Present_Velocity, velocity)
+            if load is not None:
+                self._set_clamped(Register.Present_Load, load)
+            if voltage is not None:
+                self._set_clamped(Register.Present_Voltage, voltage)
+            if temperature is not None:
+                self._set_clamped(Register.Present_Temperature, temperature)
+            if current is not None:
+                self._set_clamped(Register.Present_Current, current)
+            if moving is not None:
+                self._table[Register.Moving.address] = 1 if moving else 0
+            if status is not None:
+                self._table[Register.Status.address] = int(status) & 0xFF
+
+    def _set_clamped(self, register: Register, value: int) -> None:
+        spec = register.spec
+        if spec.sign_bit is not None:
+            limit = (1 << spec.sign_bit) - 1
+            value = max(-limit, min(limit, int(round(value))))
+        else:
+            value = max(0, min((1 << (8 * spec.size)) - 1, int(round(value))))
+        self.set(register, value)
+
+    def _update_present_position(self) -> None:
+        offset = self.get(Register.Homing_Offset)
+        present = (self._actual - offset) % STEPS_PER_TURN
+        addr = Register.Present_Position.address
+        self._table[addr : addr + 2] = present.to_bytes(2, "little")
+
+    # ----------------------------------------------------------------- life cycle
+    def _load_factory(self) -> None:
+        self._table[:] = bytes(TABLE_SIZE)
+        for reg, value in self._factory.items():
+            addr = reg.address
+            self._table[addr : addr + reg.size] = encode_register(reg, value)
+        self._update_present_position()
+
+    def factory_reset(self, keep_id: bool = True) -> None:
+        """RESET instruction: factory EEPROM and SRAM (saved), ID kept when ``keep_id``."""
+        with self.lock:
+            servo_id = self.servo_id
+            self._load_factory()
+            if keep_id:
+                self._table[Register.ID.address] = servo_id
+            self._saved_eeprom = bytes(self._table[:EEPROM_END])
+
+    def power_cycle(self) -> None:
+        """Power off and on: EEPROM from its saved image, SRAM from factory values, feedback kept
+        as the firmware last set it (the physics keeps running)."""
+        with self.lock:
+            feedback = bytes(self._table[Register.Present_Position.address : Register.Present_Current.address + 2])
+            self._load_factory()
+            self._table[:EEPROM_END] = self._saved_eeprom
+            start = Register.Present_Position.address
+            self._table[start : start + len(feedback)] = feedback
+            self._update_present_position()
+
+    @property
+    def saved_eeprom(self) -> bytes:
+        """The EEPROM image that survives a power cycle."""
+        with self.lock:
+            return self._saved_eeprom

@@ -1,0 +1,266 @@
+"""DriverCore against an in-memory fake bus: units, commands, validation, faults and recovery."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from so101_description.joints import JOINT_NAMES
+from so101_driver.bus import Feedback
+from so101_driver.calibration import load_calibration, raw_to_rad
+from so101_driver.driver_core import DriverConfig, DriverCore, Level
+from so101_driver.errors import BusError, BusTimeout, CommandRejected, PortError
+
+FIXTURE = Path(__file__).parent / "fixtures" / "so_follower_my_arm.json"
+
+
+class FakeBus:
+    """Servo positions follow goals instantly; faults are set per id."""
+
+    def __init__(self, cals) -> None:
+        self.port = "/dev/fake"
+        self.is_connected = False
+        self.positions = {c.id: (c.range_min + c.range_max) // 2 for c in cals.values()}
+        self.unplugged: set[int] = set()
+        self.status: dict[int, int] = {}
+        self.port_broken = False
+        self.writes: list[dict[int, int]] = []
+        self.torque: dict[int, int] = dict.fromkeys(self.positions, 0)
+        self.connects = 0
+        self.configured: tuple | None = None
+
+    def connect(self):
+        if self.port_broken:
+            raise PortError("cannot open /dev/fake: gone")
+        self.is_connected = True
+        self.connects += 1
+        return self
+
+    def close(self) -> None:
+        self.is_connected = False
+
+    def sync_read_feedback_partial(self, ids: Sequence[int]):
+        if self.port_broken:
+            raise PortError("write failed: device disconnected")
+        fb, failures = {}, {}
+        for i in ids:
+            if i in self.unplugged:
+                failures[i] = BusTimeout(i, 3, "sync read of the feedback block")
+            else:
+                fb[i] = Feedback(self.positions[i], 10, -200, 121, 30, self.status.get(i, 0), False, 12)
+        return fb, failures
+
+    def sync_write_goal_positions(self, goals: Mapping[int, int]) -> None:
+        if self.port_broken:
+            raise PortError("write failed: device disconnected")
+        self.writes.append(dict(goals))
+        for i, g in goals.items():
+            if i not in self.unplugged:
+                self.positions[i] = g
+
+    def set_torque(self, ids: Iterable[int], enabled: bool) -> None:
+        for i in ids:
+            if i in self.unplugged:
+                raise BusTimeout(i, 3, "write Torque_Enable")
+            self.torque[i] = int(enabled)
+
+    def configure_lerobot(self, ids, gripper_id=None) -> None:
+        self.configured = (list(ids), gripper_id)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        self.t += 0.001
+        return self.t
+
+
+@pytest.fixture
+def cals():
+    return load_calibration(FIXTURE)
+
+
+@pytest.fixture
+def bus(cals):
+    return FakeBus(cals)
+
+
+@pytest.fixture
+def core(bus, cals):
+    core = DriverCore(bus, cals, clock=Clock())
+    core.start()
+    return core
+
+
+def test_start_reads_and_holds_the_arm(core, bus, cals):
+    assert bus.is_connected
+    assert core.goals().keys() == set(JOINT_NAMES)
+    result = core.cycle()
+    sample = result.sample
+    assert sample.names == JOINT_NAMES and sample.valid.all()
+    for k, name in enumerate(JOINT_NAMES):
+        assert sample.position[k] == pytest.approx(raw_to_rad(name, bus.positions[cals[name].id], cals[name]))
+    assert sample.velocity[0] == pytest.approx(10 * 2 * math.pi / 4095)
+    assert sample.effort[0] == pytest.approx(-0.2 * 2.94)
+    # the goals written are the present positions: nothing moves
+    assert bus.writes[-1] == {c.id: (c.range_min + c.range_max) // 2 for c in cals.values()}
+    fb = result.telemetry[0].feedback
+    assert fb.voltage_v == pytest.approx(12.1) and fb.temperature == 30
+
+
+def test_configure_on_start(bus, cals):
+    DriverCore(bus, cals, config=DriverConfig(configure_servos=True)).start(torque_on=True)
+    assert bus.configured == ([1, 2, 3, 4, 5, 6], 6)
+    assert all(bus.torque.values())
+
+
+def test_partial_command_moves_only_named_joints(core, bus, cals):
+    before = dict(bus.positions)
+    result = core.command(["elbow_flex", "gripper"], [0.3, 1.0])
+    assert result.clamped == ()
+    assert result.goals["elbow_flex"] == pytest.approx(0.3, abs=2e-3)
+    sample = core.cycle().sample  # read (old) then write
+    sample = core.cycle().sample
+    k = JOINT_NAMES.index("elbow_flex")
+    assert sample.position[k] == pytest.approx(0.3, abs=2e-3)
+    assert sample.position[JOINT_NAMES.index("gripper")] == pytest.approx(1.0, abs=2e-3)
+    for name in ("shoulder_pan", "shoulder_lift", "wrist_flex", "wrist_roll"):
+        assert bus.positions[cals[name].id] == before[cals[name].id]
+
+
+def test_command_is_clamped_to_calibrated_range(core, bus, cals):
+    result = core.command(["shoulder_pan", "wrist_flex"], [10.0, -10.0])
+    assert set(result.clamped) == {"shoulder_pan", "wrist_flex"}
+    core.cycle()
+    assert bus.positions[1] == cals["shoulder_pan"].range_max
+    assert bus.positions[4] == cals["wrist_flex"].range_min
+
+
+@pytest.mark.parametrize(
+    ("names", "positions", "reason"),
+    [
+        (["elbow_flex"], [0.1, 0.2], "1 names but 2 positions"),
+        ([], [], "empty"),
+        (["elbow"], [0.1], "unknown joints"),
+        (["elbow_flex", "elbow_flex"], [0.1, 0.2], "duplicate"),
+        (["elbow_flex"], [float("nan")], "non-finite"),
+        (["elbow_flex", "gripper"], [0.1, float("inf")], r"non-finite positions for \['gripper'\]"),
+        (["elbow_flex"], ["x"], "not numbers"),
+    ],
+)
+def test_malformed_commands_are_rejected_with_a_reason(core, bus, names, positions, reason):
+    goals = core.goals()
+    with pytest.raises(CommandRejected, match=reason):
+        core.command(names, positions)
+    assert core.goals() == goals  # nothing applied, not even partly
+    assert core.commands_rejected == 1 and core.last_rejection
+    core.cycle()  # still cycling
+
+
+def test_unplugged_servo_faults_holds_and_recovers(core, bus, cals):
+    core.command(["elbow_flex"], [0.2])
+    core.cycle()
+    bus.unplugged.add(3)
+    result = core.cycle()
+    k = JOINT_NAMES.index("elbow_flex")
+    assert not result.sample.valid[k] and math.isnan(result.sample.position[k])
+    assert result.sample.valid.sum() == 5
+    tele = result.telemetry[k]
+    assert tele.faulted and "servo 3" in tele.fault_reason and "3 tries" in tele.fault_reason
+    diags = {d.name: d for d in core.diagnostics()}
+    assert diags["so101_driver: elbow_flex"].level == Level.ERROR
+    assert diags["so101_driver: bus"].level == Level.WARN
+    assert "elbow_flex" in diags["so101_driver: bus"].message
+    # other joints still take commands; the faulted one keeps its (held) goal in every write
+    core.command(["shoulder_pan"], [0.1])
+    core.cycle()
+    assert bus.writes[-1][3] == bus.writes[-3][3]
+    bus.unplugged.clear()
+    result = core.cycle()
+    assert result.sample.valid.all() and not result.telemetry[k].faulted
+    assert result.telemetry[k].total_failures == 2
+    assert {d.level for d in core.diagnostics()} == {Level.OK}
+
+
+def test_servo_missing_at_start_gets_no_made_up_goal(bus, cals):
+    bus.unplugged.add(5)
+    core = DriverCore(bus, cals, clock=Clock())
+    core.start()
+    assert "wrist_roll" not in core.goals()
+    assert 5 not in bus.writes[-1]
+    bus.unplugged.clear()
+    core.cycle()
+    assert "wrist_roll" in core.goals()
+
+
+def test_port_failure_and_reconnect(bus, cals):
+    clock = Clock()
+    core = DriverCore(bus, cals, clock=clock, config=DriverConfig(reconnect_interval_s=0.5))
+    core.start()
+    bus.port_broken = True
+    result = core.cycle()
+    assert not result.bus_ok and result.sample is None
+    assert all(t.faulted for t in result.telemetry)
+    assert core.diagnostics()[0].level == Level.ERROR
+    assert "disconnected" in core.diagnostics()[0].message
+    core.cycle()  # within the interval: no reconnect attempt
+    connects = bus.connects
+    bus.port_broken = False
+    clock.t += 1.0
+    result = core.cycle()
+    assert result.bus_ok and result.sample.valid.all()
+    assert bus.connects == connects + 1
+
+
+def test_status_bits_show_in_diagnostics(core, bus):
+    bus.status[2] = 1 << 5  # overload
+    core.cycle()
+    entry = {d.name: d for d in core.diagnostics()}["so101_driver: shoulder_lift"]
+    assert entry.level == Level.WARN and "OVERLOAD" in entry.message
+    assert entry.values["errors"] == "OVERLOAD"
+
+
+def test_torque_enable_resets_goals_to_present(core, bus, cals):
+    core.command(["shoulder_pan"], [0.5])
+    # torque is off: the user moves the arm by hand; enabling must hold it there, not jump to 0.5 rad
+    bus.positions[1] = 1000
+    core.set_torque(True)
+    assert all(bus.torque.values()) and core.torque_enabled
+    assert core.goals()["shoulder_pan"] == pytest.approx(raw_to_rad("shoulder_pan", 1000, cals["shoulder_pan"]))
+    assert bus.writes[-1][1] == 1000
+    core.set_torque(False)
+    assert not any(bus.torque.values()) and not core.torque_enabled
+
+
+def test_torque_off_tries_every_servo(core, bus):
+    core.set_torque(True)
+    bus.unplugged.add(2)
+    with pytest.raises(BusError, match="servo 2"):
+        core.set_torque(False)
+    assert bus.torque[2] == 1 and all(bus.torque[i] == 0 for i in (1, 3, 4, 5, 6))
+
+
+def test_torque_on_refuses_when_a_servo_is_missing(core, bus):
+    bus.unplugged.add(4)
+    with pytest.raises(BusTimeout, match="servo 4"):
+        core.set_torque(True)
+    assert not any(bus.torque.values())
+
+
+def test_stop_releases_port(core, bus):
+    core.set_torque(True)
+    core.stop(torque_off=True)
+    assert not bus.is_connected and not any(bus.torque.values())
+
+
+def test_cycle_rate_is_reported(core):
+    for _ in range(5):
+        core.cycle()
+    assert core.cycle_rate_hz() > 0
+    assert np.isfinite(float(core.diagnostics()[0].values["cycle_capacity_hz"]))

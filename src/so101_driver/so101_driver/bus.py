@@ -1,0 +1,520 @@
+"""Feetech STS3215 bus client on the real ``scservo_sdk`` (PortHandler, PacketHandler(0), group sync).
+
+Every transaction goes through bounded retries: each failure is logged at debug level, the last one
+raises :class:`~so101_driver.errors.BusTimeout`, :class:`~so101_driver.errors.CorruptPacket` or
+:class:`~so101_driver.errors.ServoError` naming the servo and the number of tries.
+
+Two places do not use the SDK's receive path, for reasons worth knowing:
+
+- ``GroupSyncRead.rxPacket`` stops at the first servo that does not answer, and while it waits for
+  that servo it reads and throws away the replies of the servos after it; it also drops each reply's
+  error byte. One unplugged servo would blind the driver to all the others. So the SYNC_READ is sent
+  with ``GroupSyncRead.txPacket`` (one transaction) and the replies are collected here with the
+  shared :class:`so101_driver.protocol.PacketParser`, keeping every answer that arrived, with its
+  error byte, within one deadline.
+- A broadcast PING has every servo answer; the SDK has no call for it (LeRobot writes its own too).
+
+The SDK's packet timeout is patched as LeRobot does (``tx_time_per_byte·(n + 3) + timeout_ms``),
+which fixes the SDK's too-short timeout for long replies.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import select
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from types import MethodType
+from typing import Any
+
+import scservo_sdk as scs
+
+from so101_driver import protocol
+from so101_driver.control_table import (
+    BAUD_RATES,
+    FEEDBACK_BLOCK,
+    Area,
+    ErrorBit,
+    Register,
+    decode_error_bits,
+    decode_register,
+    encode_register,
+)
+from so101_driver.errors import BusError, BusTimeout, CorruptPacket, PortError, ServoError
+
+__all__ = ["FeetechBus", "Feedback", "ScanResult", "DEFAULT_TIMEOUT_MS", "DEFAULT_RETRIES"]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_TIMEOUT_MS = 50.0  # LeRobot's figure: USB serial adapters add up to a latency-timer tick
+DEFAULT_RETRIES = 2  # extra tries after the first
+_STATUS_OVERHEAD = 6  # FF FF ID LEN ERR ... CHK
+_FB_ADDR, _FB_LEN = FEEDBACK_BLOCK
+RegisterLike = Register | str
+
+
+@dataclass(frozen=True)
+class Feedback:
+    """One servo's feedback block (addresses 56..70), decoded; servo units."""
+
+    position: int  # Present_Position, steps
+    velocity: int  # Present_Velocity, steps/s (signed)
+    load: int  # Present_Load, 0.1 % of max torque (signed, direction of motion)
+    voltage: int  # Present_Voltage, 0.1 V
+    temperature: int  # Present_Temperature, °C
+    status: int  # Status register (same bits as ErrorBit)
+    moving: bool  # Moving
+    current: int  # Present_Current, 6.5 mA (signed)
+    error: int = 0  # error byte of the status packet that carried it
+
+    @classmethod
+    def from_block(cls, data: bytes | bytearray, error: int = 0) -> Feedback:
+        if len(data) < _FB_LEN:
+            raise ValueError(f"feedback block needs {_FB_LEN} bytes, got {len(data)}")
+
+        def field(reg: Register) -> int:
+            start = reg.address - _FB_ADDR
+            return decode_register(reg, data[start : start + reg.size])
+
+        return cls(
+            position=field(Register.Present_Position),
+            velocity=field(Register.Present_Velocity),
+            load=field(Register.Present_Load),
+            voltage=field(Register.Present_Voltage),
+            temperature=field(Register.Present_Temperature),
+            status=field(Register.Status),
+            moving=bool(field(Register.Moving)),
+            current=field(Register.Present_Current),
+            error=error,
+        )
+
+    @property
+    def voltage_v(self) -> float:
+        return self.voltage / 10.0
+
+    @property
+    def current_a(self) -> float:
+        return self.current * 0.0065
+
+    @property
+    def flags(self) -> list[ErrorBit]:
+        """Error bits set in the Status register or the reply's error byte."""
+        return decode_error_bits(self.status | self.error)
+
+
+@dataclass(frozen=True)
+class ScanResult:
+    servo_id: int
+    model: int  # Model_Number (STS3215 = 777)
+    firmware: str  # "major.minor"
+    baudrate: int
+    error: int = 0  # error byte of its PING reply
+
+
+def _register(register: RegisterLike) -> Register:
+    return register if isinstance(register, Register) else Register.by_name(register)
+
+
+class FeetechBus:
+    """A Feetech bus on one serial port (protocol 0: STS/SMS, little-endian)."""
+
+    def __init__(self, port: str, baudrate: int = 1_000_000, timeout_ms: float = DEFAULT_TIMEOUT_MS,
+                 retries: int = DEFAULT_RETRIES) -> None:
+        if retries < 0:
+            raise ValueError(f"retries must be >= 0, got {retries}")
+        if timeout_ms <= 0:
+            raise ValueError(f"timeout_ms must be > 0, got {timeout_ms}")
+        self.port = port
+        self.baudrate = baudrate
+        self.timeout_ms = float(timeout_ms)
+        self.retries = retries
+        self._handler = scs.PacketHandler(0)
+        self._port: Any = None
+        self._sync_reader: Any = None
+        self._sync_writers: dict[tuple[int, int], Any] = {}
+        self._lock = threading.RLock()
+        self.last_error: dict[int, int] = {}  # servo id → error byte of its latest reply
+
+    # --- connection -----------------------------------------------------------------------------
+
+    @property
+    def is_connected(self) -> bool:
+        return self._port is not None and self._port.is_open
+
+    def connect(self) -> FeetechBus:
+        """Open the port at :attr:`baudrate`; raises :class:`PortError` with the OS reason."""
+        if self.is_connected:
+            return self
+        port = scs.PortHandler(self.port)
+        port.setPacketTimeout = MethodType(_patched_set_packet_timeout(self), port)
+        try:
+            ok = port.setBaudRate(self.baudrate)  # opens the port
+        except Exception as err:  # serial.SerialException, OSError
+            raise PortError(f"cannot open {self.port}: {err}") from err
+        if not ok:
+            raise PortError(f"{self.port}: unsupported baud rate {self.baudrate}")
+        self._port = port
+        self._sync_reader = scs.GroupSyncRead(port, self._handler, _FB_ADDR, _FB_LEN)
+        self._sync_writers.clear()
+        logger.debug("opened %s at %d baud", self.port, self.baudrate)
+        return self
+
+    def close(self) -> None:
+        """Release the port (idempotent)."""
+        with self._lock:
+            if self._port is not None:
+                with contextlib.suppress(Exception):
+                    self._port.closePort()
+                logger.debug("closed %s", self.port)
+            self._port = None
+
+    def __enter__(self) -> FeetechBus:
+        return self.connect()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def set_baudrate(self, baudrate: int) -> None:
+        """Change the host side's baud rate (the servos' Baud_Rate register is not touched)."""
+        port = self._require_port()
+        with self._lock:
+            try:
+                ok = port.setBaudRate(baudrate)
+            except Exception as err:
+                raise PortError(f"cannot set {self.port} to {baudrate} baud: {err}") from err
+            if not ok:
+                raise PortError(f"{self.port}: unsupported baud rate {baudrate}")
+            self.baudrate = baudrate
+
+    def _require_port(self) -> Any:
+        if self._port is None:
+            raise PortError(f"{self.port} is not open: call connect() first")
+        return self._port
+
+    # --- single-servo transactions --------------------------------------------------------------
+
+    def ping(self, servo_id: int) -> int:
+        """PING (+ the SDK's Model_Number read); returns the model number."""
+        return int(self._transact("ping", servo_id, lambda: self._handler.ping(self._port, servo_id), strict=False))
+
+    def read(self, register: RegisterLike, servo_id: int, *, strict: bool = True) -> int:
+        """Read one register, sign-magnitude decoded. ``strict=False`` accepts replies with error bits."""
+        reg = _register(register)
+
+        def op() -> tuple[Any, int, int]:
+            return self._handler.readTxRx(self._port, servo_id, reg.address, reg.size)
+
+        data = self._transact(f"read {reg.name}", servo_id, op, strict=strict)
+        if len(data) < reg.size:
+            raise CorruptPacket(servo_id, 1, f"read {reg.name}: {len(data)} of {reg.size} bytes")
+        return decode_register(reg, bytes(data))
+
+    def write(self, register: RegisterLike, servo_id: int, value: int, *, strict: bool = True) -> None:
+        """Write one register (sign-magnitude encoded) and wait for the servo's status reply.
+
+        EEPROM registers only take effect with Lock = 0 (see :meth:`eeprom_unlocked`).
+        """
+        reg = _register(register)
+        if reg.spec.area is Area.READ_ONLY:
+            raise ValueError(f"{reg.name} is read-only")
+        data = list(encode_register(reg, int(value)))
+
+        def op() -> tuple[None, int, int]:
+            comm, error = self._handler.writeTxRx(self._port, servo_id, reg.address, reg.size, data)
+            return None, comm, error
+
+        self._transact(f"write {reg.name}={value}", servo_id, op, strict=strict)
+
+    def _transact(self, what: str, servo_id: int, op: Callable[[], tuple[Any, int, int]], strict: bool) -> Any:
+        port = self._require_port()
+        tries = 1 + self.retries
+        comm, error = scs.COMM_SUCCESS, 0
+        with self._lock:
+            for attempt in range(1, tries + 1):
+                _discard_input(port)
+                value, comm, error = op()
+                port.is_using = False
+                if comm == scs.COMM_SUCCESS:
+                    self.last_error[servo_id] = error
+                    if not error or not strict:
+                        return value
+                logger.debug("%s on servo %d failed (try %d/%d): %s", what, servo_id, attempt, tries,
+                             _describe(self._handler, comm, error))
+        raise self._failure(servo_id, tries, comm, error, what)
+
+    def _failure(self, servo_id: int, tries: int, comm: int, error: int, what: str) -> BusError:
+        if comm == scs.COMM_RX_TIMEOUT:
+            return BusTimeout(servo_id, tries, what)
+        if comm == scs.COMM_RX_CORRUPT:
+            return CorruptPacket(servo_id, tries, what)
+        if comm == scs.COMM_SUCCESS:
+            return ServoError(servo_id, tries, error, what)
+        return PortError(f"{what} on servo {servo_id}: {self._handler.getTxRxResult(comm)} after {tries} tries",
+                         servo_id, tries)
+
+    @contextlib.contextmanager
+    def eeprom_unlocked(self, ids: Iterable[int]) -> Iterator[None]:
+        """Lock = 0 on ``ids`` for the block (EEPROM writes need it), then each servo's Lock restored."""
+        ids = list(ids)
+        previous = {i: self.read(Register.Lock, i, strict=False) for i in ids}
+        for i in ids:
+            self.write(Register.Lock, i, 0, strict=False)
+        try:
+            yield
+        finally:
+            for i, lock in previous.items():
+                if lock:
+                    self.write(Register.Lock, i, lock, strict=False)
+
+    # --- several servos -------------------------------------------------------------------------
+
+    def set_torque(self, ids: Iterable[int], enabled: bool) -> None:
+        """Torque_Enable then Lock, as LeRobot does (on: 1, 1; off: 0, 0). Error bits do not stop it:
+        turning torque off must work on an overloaded servo."""
+        value = 1 if enabled else 0
+        for i in ids:
+            self.write(Register.Torque_Enable, i, value, strict=False)
+            self.write(Register.Lock, i, value, strict=False)
+
+    def configure_lerobot(self, ids: Sequence[int], gripper_id: int | None = None) -> None:
+        """LeRobot's SO-101 follower settings (``SOFollower.configure``), torque off while writing.
+
+        Return_Delay_Time 0, Acceleration and Maximum_Acceleration 254, position mode, Phase bit 4
+        cleared (single-turn 0..4095), P 16 / I 0 / D 32; on the gripper Max_Torque_Limit 500,
+        Protection_Current 250, Overload_Torque 25. Torque is restored on servos that had it on.
+        """
+        torque_on = {i: self.read(Register.Torque_Enable, i, strict=False) for i in ids}
+        self.set_torque(ids, False)  # also Lock = 0, which EEPROM writes need
+        try:
+            for i in ids:
+                self.write(Register.Return_Delay_Time, i, 0, strict=False)
+                self.write(Register.Maximum_Acceleration, i, 254, strict=False)
+                self.write(Register.Acceleration, i, 254, strict=False)
+                self.write(Register.Operating_Mode, i, 0, strict=False)
+                phase = self.read(Register.Phase, i, strict=False)
+                if phase & 0x10:
+                    self.write(Register.Phase, i, phase & ~0x10, strict=False)
+                self.write(Register.P_Coefficient, i, 16, strict=False)
+                self.write(Register.I_Coefficient, i, 0, strict=False)
+                self.write(Register.D_Coefficient, i, 32, strict=False)
+                if i == gripper_id:
+                    self.write(Register.Max_Torque_Limit, i, 500, strict=False)
+                    self.write(Register.Protection_Current, i, 250, strict=False)
+                    self.write(Register.Overload_Torque, i, 25, strict=False)
+        finally:
+            on = [i for i, t in torque_on.items() if t]
+            if on:
+                self.set_torque(on, True)
+
+    def sync_write(self, register: RegisterLike, values: Mapping[int, int]) -> None:
+        """One SYNC_WRITE of ``register`` for every servo in ``values`` (no reply by design)."""
+        if not values:
+            return
+        reg = _register(register)
+        port = self._require_port()
+        with self._lock:
+            writer = self._sync_writers.get((reg.address, reg.size))
+            if writer is None:
+                writer = self._sync_writers[(reg.address, reg.size)] = scs.GroupSyncWrite(
+                    port, self._handler, reg.address, reg.size)
+            writer.clearParam()
+            for servo_id, value in values.items():
+                writer.addParam(int(servo_id), list(encode_register(reg, int(value))))
+            comm = writer.txPacket()
+            port.is_using = False
+        if comm != scs.COMM_SUCCESS:
+            raise PortError(f"sync write of {reg.name}: {self._handler.getTxRxResult(comm)}")
+
+    def sync_write_goal_positions(self, goals: Mapping[int, int]) -> None:
+        """Goal_Position for several servos in one SYNC_WRITE."""
+        self.sync_write(Register.Goal_Position, goals)
+
+    def sync_read_feedback(self, ids: Sequence[int]) -> dict[int, Feedback]:
+        """The feedback block of every servo in one SYNC_READ; raises for the first servo that failed."""
+        feedback, failures = self.sync_read_feedback_partial(ids)
+        if failures:
+            raise next(iter(failures.values()))
+        return feedback
+
+    def sync_read_feedback_partial(self, ids: Sequence[int]) -> tuple[dict[int, Feedback], dict[int, BusError]]:
+        """Like :meth:`sync_read_feedback`, but returns what arrived and a failure per missing servo.
+
+        Servos that did not answer are asked again (one SYNC_READ for all of them) up to
+        :attr:`retries` times. Replies with error bits are kept (``Feedback.error``): they carry data.
+        """
+        port = self._require_port()
+        feedback: dict[int, Feedback] = {}
+        missing = list(dict.fromkeys(ids))
+        corrupt = 0
+        tries = 0
+        with self._lock:
+            while missing and tries <= self.retries:
+                tries += 1
+                replies, corrupt = self._sync_read_once(port, missing)
+                for servo_id, (data, error) in replies.items():
+                    feedback[servo_id] = Feedback.from_block(data, error)
+                    self.last_error[servo_id] = error
+                missing = [i for i in missing if i not in replies]
+                if missing:
+                    logger.debug("sync read: no reply from %s (try %d/%d, %d corrupt packets)",
+                                 missing, tries, self.retries + 1, corrupt)
+        failures: dict[int, BusError] = {}
+        for servo_id in missing:
+            failures[servo_id] = (CorruptPacket(servo_id, tries, "sync read of the feedback block") if corrupt
+                                  else BusTimeout(servo_id, tries, "sync read of the feedback block"))
+        return feedback, failures
+
+    def _sync_read_once(self, port: Any, ids: Sequence[int]) -> tuple[dict[int, tuple[bytes, int]], int]:
+        reader = self._sync_reader
+        reader.clearParam()
+        for i in ids:
+            reader.addParam(i)
+        _discard_input(port)
+        comm = reader.txPacket()
+        port.is_using = False
+        if comm != scs.COMM_SUCCESS:
+            raise PortError(f"sync read: {self._handler.getTxRxResult(comm)}")
+        wanted = set(ids)
+        reply_bytes = len(ids) * (_STATUS_OVERHEAD + _FB_LEN)
+        deadline = time.monotonic() + self._timeout_s(reply_bytes)
+        replies: dict[int, tuple[bytes, int]] = {}
+        parser = protocol.PacketParser("status")
+        while wanted and (remaining := deadline - time.monotonic()) > 0:
+            chunk = _read_available(port, remaining)
+            for packet in parser.feed(chunk):
+                if isinstance(packet, protocol.StatusPacket) and packet.servo_id in wanted and len(packet.params) >= _FB_LEN:
+                    replies[packet.servo_id] = (bytes(packet.params[:_FB_LEN]), packet.error)
+                    wanted.discard(packet.servo_id)
+        return replies, _corrupt_count(parser)
+
+    # --- discovery ------------------------------------------------------------------------------
+
+    def broadcast_ping(self) -> tuple[dict[int, int], int]:
+        """PING to 0xFE; returns ``({id: error byte}, corrupt packet count)`` of the answers."""
+        port = self._require_port()
+        with self._lock:
+            _discard_input(port)
+            packet = protocol.encode_instruction(protocol.BROADCAST_ID, protocol.Instruction.PING, b"")
+            try:
+                port.writePort(packet)
+            except Exception as err:
+                raise PortError(f"broadcast ping on {self.port}: {err}") from err
+            # every possible id answers 6 bytes; stop early once the line stays quiet for a while
+            deadline = time.monotonic() + self._timeout_s(_STATUS_OVERHEAD * scs.MAX_ID)
+            quiet = max(0.005, 30 * port.tx_time_per_byte / 1000.0)
+            parser = protocol.PacketParser("status")
+            found: dict[int, int] = {}
+            last_rx = time.monotonic()
+            while (now := time.monotonic()) < deadline:
+                if found and now - last_rx > quiet:
+                    break
+                chunk = _read_available(port, min(deadline - now, quiet))
+                if chunk:
+                    last_rx = time.monotonic()
+                for reply in parser.feed(chunk):
+                    if isinstance(reply, protocol.StatusPacket):
+                        found[reply.servo_id] = reply.error
+        return dict(sorted(found.items())), _corrupt_count(parser)
+
+    def scan(self, ids: Iterable[int] = range(scs.MAX_ID + 1), baudrates: Iterable[int] | None = None,
+             broadcast: bool = True) -> list[ScanResult]:
+        """Find servos at each baud rate (default: all STS rates, current first).
+
+        A broadcast PING finds every servo at once; each id in ``ids`` is pinged on its own when
+        ``broadcast`` is False or when the broadcast answers collided (corrupt packets). The port is
+        left at the first baud rate where servos were found (or the original rate).
+        """
+        original = self.baudrate
+        rates = list(baudrates) if baudrates is not None else [original, *(b for b in BAUD_RATES.values() if b != original)]
+        ids = list(ids)
+        results: list[ScanResult] = []
+        for baud in rates:
+            self.set_baudrate(baud)
+            found: dict[int, int] = {}
+            corrupt = 0
+            if broadcast:
+                answers, corrupt = self.broadcast_ping()
+                found = {i: e for i, e in answers.items() if i in ids}
+            if not broadcast or corrupt:
+                found.update(self._ping_each(ids))
+            for servo_id in sorted(found):
+                results.append(self._describe_servo(servo_id, baud, found[servo_id]))
+            logger.debug("scan at %d baud: %s", baud, sorted(found) or "nothing")
+        found_rates = [r.baudrate for r in results]
+        self.set_baudrate(found_rates[0] if found_rates else original)
+        return results
+
+    def _ping_each(self, ids: Iterable[int]) -> dict[int, int]:
+        found: dict[int, int] = {}
+        saved = self.retries
+        self.retries = 0
+        try:
+            for i in ids:
+                with contextlib.suppress(BusError):
+                    self.ping(i)
+                    found[i] = self.last_error.get(i, 0)
+        finally:
+            self.retries = saved
+        return found
+
+    def _describe_servo(self, servo_id: int, baud: int, error: int) -> ScanResult:
+        try:
+            model = self.read(Register.Model_Number, servo_id, strict=False)
+            major = self.read(Register.Firmware_Major_Version, servo_id, strict=False)
+            minor = self.read(Register.Firmware_Minor_Version, servo_id, strict=False)
+            firmware = f"{major}.{minor}"
+        except BusError as err:
+            logger.debug("servo %d answered PING but not READ: %s", servo_id, err)
+            model, firmware = -1, "?"
+        return ScanResult(servo_id, model, firmware, baud, error)
+
+    # --- helpers --------------------------------------------------------------------------------
+
+    def _timeout_s(self, reply_bytes: int) -> float:
+        """LeRobot's packet timeout for ``reply_bytes`` of replies, in seconds."""
+        tx_ms = self._port.tx_time_per_byte if self._port is not None else 0.01
+        return (tx_ms * (reply_bytes + 3) + self.timeout_ms) / 1000.0
+
+
+def _patched_set_packet_timeout(bus: FeetechBus) -> Callable[[Any, int], None]:
+    def set_packet_timeout(port: Any, packet_length: int) -> None:  # the SDK's name is setPacketTimeout
+        port.packet_start_time = port.getCurrentTime()
+        port.packet_timeout = port.tx_time_per_byte * (packet_length + 3) + bus.timeout_ms
+
+    return set_packet_timeout
+
+
+def _discard_input(port: Any) -> None:
+    """Drop late replies of an earlier transaction so they cannot be taken for this one's."""
+    with contextlib.suppress(Exception):
+        port.ser.reset_input_buffer()
+
+
+def _read_available(port: Any, wait_s: float) -> bytes:
+    """What the port holds now, waiting up to ``wait_s`` for the first byte without spinning."""
+    ser = port.ser
+    waiting = ser.in_waiting
+    if not waiting:
+        try:
+            ready, _, _ = select.select([ser.fileno()], [], [], max(0.0, wait_s))
+        except (AttributeError, OSError, ValueError):  # no fileno (Windows): short sleep instead
+            time.sleep(min(wait_s, 0.0005))
+            ready = [True]
+        if not ready:
+            return b""
+        waiting = ser.in_waiting
+    return bytes(ser.read(waiting)) if waiting else b""
+
+
+def _corrupt_count(parser: protocol.PacketParser) -> int:
+    """Malformed replies seen: bad checksums or lengths, or a reply cut short at the deadline."""
+    return parser.bad_checksums + parser.bad_lengths + (1 if parser.pending else 0)
+
+
+def _describe(handler: Any, comm: int, error: int) -> str:
+    if comm != scs.COMM_SUCCESS:
+        return handler.getTxRxResult(comm)
+    return "error bits " + (", ".join(b.name for b in decode_error_bits(error)) or f"0x{error:02X}")

@@ -85,6 +85,7 @@ class DriverConfig:
     temperature_warn_c: float = 60.0  # WARN at or above this servo temperature
     reconnect_interval_s: float = 1.0  # how often a failed port is reopened
     configure_servos: bool = False  # write LeRobot's servo settings at start (configure_lerobot)
+    write_goals: bool = True  # False for a read-only arm (the leader): cycles only read
 
 
 @dataclass(frozen=True)
@@ -295,6 +296,8 @@ class DriverCore:
         """Set goals for the named joints (others keep theirs); raises :class:`CommandRejected`."""
         with self._lock:
             try:
+                if not self.config.write_goals:
+                    raise CommandRejected("this arm is read-only (write_goals is off)")
                 result = self._command(list(names), positions)
             except CommandRejected as err:
                 self.commands_rejected += 1
@@ -338,6 +341,8 @@ class DriverCore:
             return {n: float(r) for n, r, k in zip(self.names, rad, self._goal_known, strict=True) if k}
 
     def _write_goals(self) -> None:
+        if not self.config.write_goals:
+            return
         goals = {i: int(g) for i, g, k in zip(self.ids, self._goal_raw, self._goal_known, strict=True) if k}
         if goals:
             self.bus.sync_write_goal_positions(goals)

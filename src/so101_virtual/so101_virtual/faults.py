@@ -259,7 +259,9 @@ class FaultControlServer:
 
         self._server = socketserver.ThreadingUnixStreamServer(self.path, Handler)
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, name="fault-control", daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.1}, name="fault-control", daemon=True
+        )
         self._thread.start()
 
     def close(self) -> None:

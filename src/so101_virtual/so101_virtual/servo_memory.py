@@ -36,7 +36,8 @@ Behaviour chosen where the real servo is under-documented (documented here, test
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from so101_driver.control_table import (
     MODEL_NUMBER_STS3215,
@@ -47,7 +48,7 @@ from so101_driver.control_table import (
     encode_register,
 )
 
-__all__ = ["ServoMemory", "FACTORY_DEFAULTS", "STEPS_PER_TURN", "EEPROM_END"]
+__all__ = ["ServoMemory", "make_servos", "FACTORY_DEFAULTS", "STEPS_PER_TURN", "EEPROM_END"]
 
 STEPS_PER_TURN = 4096
 # EEPROM occupies addresses 0..EEPROM_END-1 (everything before Torque_Enable).
@@ -326,3 +327,8 @@ class ServoMemory:
         """The EEPROM image that survives a power cycle."""
         with self.lock:
             return self._saved_eeprom
+
+
+def make_servos(ids: Iterable[int] = range(1, 7), **kwargs: Any) -> dict[int, ServoMemory]:
+    """Factory-fresh servos keyed by id (the SO-101's are 1..6); ``kwargs`` go to each ServoMemory."""
+    return {servo_id: ServoMemory(servo_id, **kwargs) for servo_id in ids}

@@ -1,0 +1,217 @@
+"""The compensator core (no rclpy): history window, model step, bounded and NaN-safe output.
+
+One call of :meth:`Compensator.compensate` is one control step: it appends a history row
+(latest measured position and velocity, and the command sent to the arm on the previous step),
+then asks the model for Δ given the policy's command as the target the arm should reach, and
+returns ``command + clip(Δ)``. Without a model, while disabled, or until the window holds
+``history`` rows (warm-up) the command passes through unchanged (Δ = 0) — but the history keeps
+filling, so enabling mid-run is safe at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from so101_gaponet.runtime import GapModel
+
+__all__ = ["CompensatorConfig", "CompensatorError", "Compensator", "StepResult"]
+
+_log = logging.getLogger(__name__)
+
+
+class CompensatorError(ValueError):
+    """Bad input to the compensator (wrong vector length, bad bounds)."""
+
+
+@dataclass(frozen=True)
+class CompensatorConfig:
+    """Run-time settings of the compensator core."""
+
+    joints: tuple[str, ...]  # order of every vector passed in and out
+    enabled: bool = True  # False: passthrough (Δ = 0) while the history keeps filling
+    delta_bounds: tuple[float, ...] | None = None  # |Δ| limit per joint (rad); None: the model's own bounds
+    latency_window: int = 1000  # steps kept for the latency percentiles
+
+    def __post_init__(self) -> None:
+        if not self.joints:
+            raise CompensatorError("joints must not be empty")
+        if self.delta_bounds is not None:
+            if len(self.delta_bounds) != len(self.joints):
+                raise CompensatorError(f"delta_bounds has {len(self.delta_bounds)} values for {len(self.joints)} joints")
+            if not all(math.isfinite(b) and b >= 0 for b in self.delta_bounds):
+                raise CompensatorError(f"delta_bounds must be finite and ≥ 0, got {self.delta_bounds}")
+        if self.latency_window < 1:
+            raise CompensatorError("latency_window must be ≥ 1")
+
+
+@dataclass
+class StepResult:
+    """What one control step produced."""
+
+    command: np.ndarray  # compensated command (rad)
+    delta: np.ndarray  # applied Δ (rad, after clipping)
+    compensated: bool  # False on passthrough (no model, disabled, warming up, fault)
+    fault: bool = False  # the model returned NaN/inf on this step
+    latency_s: float = 0.0
+
+
+@dataclass
+class _Stats:
+    steps: int = 0
+    compensated_steps: int = 0
+    faults: int = 0
+    clipped_steps: int = 0
+    last_fault: str = ""
+    latencies: list[float] = field(default_factory=list)
+
+
+class Compensator:
+    """History ring buffer + model + output assembly; one instance per command stream."""
+
+    def __init__(self, config: CompensatorConfig, model: GapModel | None = None) -> None:
+        self.config = config
+        self.model = model
+        self.enabled = config.enabled
+        joints = len(config.joints)
+        if model is not None:
+            model.metadata.check_against(config.joints)
+        self._history_len = model.metadata.history if model is not None else 1
+        bounds = config.delta_bounds if config.delta_bounds is not None else (
+            model.metadata.delta_bounds if model is not None else (0.0,) * joints)
+        self.delta_bounds = np.asarray(bounds, dtype=np.float64)
+        # Ring buffer twice as long as the window, each row written at slot and slot + H, so the
+        # last H rows are always the contiguous slice [head, head + H) (no copy, no roll per step).
+        self._ring = np.zeros((2 * self._history_len, 3 * joints), dtype=np.float64)
+        self._head = 0
+        self._rows = 0
+        self._position = np.full(joints, np.nan)
+        self._velocity = np.full(joints, np.nan)
+        self._measured_stamp: float | None = None
+        self._last_output: np.ndarray | None = None
+        self._delta = np.zeros(joints)
+        self._output = np.zeros(joints)
+        self._latencies = np.zeros(config.latency_window)
+        self._stats = _Stats()
+
+    # -- inputs ---------------------------------------------------------------------------------
+    def update_measured(self, position: np.ndarray | list[float], velocity: np.ndarray | list[float] | None = None,
+                        stamp: float | None = None) -> None:
+        """Latest measured state; velocity missing or NaN is estimated from the previous position."""
+        position = self._vector(position, "position")
+        if velocity is not None:
+            velocity = self._vector(velocity, "velocity")
+        else:
+            velocity = np.full(position.shape, np.nan)
+        if np.isnan(velocity).any():
+            estimate = np.zeros_like(position)
+            if self._measured_stamp is not None and stamp is not None and stamp > self._measured_stamp:
+                estimate = (position - self._position) / (stamp - self._measured_stamp)
+            velocity = np.where(np.isnan(velocity), np.nan_to_num(estimate), velocity)
+        self._position[:] = position
+        self._velocity[:] = velocity
+        self._measured_stamp = stamp
+
+    @property
+    def has_measurement(self) -> bool:
+        return not np.isnan(self._position).any()
+
+    @property
+    def warm(self) -> bool:
+        """True once the history window is full."""
+        return self._rows >= self._history_len
+
+    def history(self) -> np.ndarray:
+        """The current window, oldest row first (a view; shape ``(H, 3·J)``)."""
+        start = self._head
+        return self._ring[start:start + self._history_len]
+
+    # -- the step -------------------------------------------------------------------------------
+    def compensate(self, command: np.ndarray | list[float], now: float | None = None) -> StepResult:
+        """One control step: ``(command + Δ, Δ)`` with Δ bounded per joint; never NaN from the model."""
+        start = time.perf_counter()
+        command = self._vector(command, "command")
+        if np.isnan(command).any():
+            raise CompensatorError("command contains NaN")
+        if self.has_measurement:
+            self._push_row()
+        self._delta[:] = 0.0
+        compensated = fault = False
+        if self.model is not None and self.enabled and self.warm:
+            raw = self.model.delta(self.history(), command)
+            if np.isfinite(raw).all():
+                np.clip(raw, -self.delta_bounds, self.delta_bounds, out=self._delta)
+                compensated = True
+                if not np.array_equal(raw, self._delta):
+                    self._stats.clipped_steps += 1
+            else:
+                fault = True
+                self._stats.faults += 1
+                self._stats.last_fault = f"model returned non-finite Δ {raw.tolist()} at t={now}"
+                _log.warning("%s; passing the command through", self._stats.last_fault)
+        np.add(command, self._delta, out=self._output)
+        self._last_output = self._output.copy()
+        latency = time.perf_counter() - start
+        self._latencies[self._stats.steps % self.config.latency_window] = latency
+        self._stats.steps += 1
+        self._stats.compensated_steps += compensated
+        return StepResult(self._last_output, self._delta.copy(), compensated, fault, latency)
+
+    def _push_row(self) -> None:
+        joints, size = len(self.config.joints), self._history_len
+        previous = self._last_output if self._last_output is not None else self._position
+        slot = self._rows % size
+        for index in (slot, slot + size):
+            row = self._ring[index]
+            row[:joints] = self._position
+            row[joints:2 * joints] = self._velocity
+            row[2 * joints:] = previous
+        self._rows += 1
+        self._head = (slot + 1) % size
+
+    def reset(self) -> None:
+        """Forget the history (e.g. after the arm was re-enabled or the stream restarted)."""
+        self._head = self._rows = 0
+        self._last_output = None
+        self._position[:] = np.nan
+
+    # -- reporting ------------------------------------------------------------------------------
+    def latency_percentiles(self) -> tuple[float, float]:
+        """(p50, p99) step latency in seconds over the recent window (NaN before the first step)."""
+        count = min(self._stats.steps, self.config.latency_window)
+        if count == 0:
+            return math.nan, math.nan
+        p50, p99 = np.percentile(self._latencies[:count], [50, 99])
+        return float(p50), float(p99)
+
+    def status(self) -> dict[str, Any]:
+        """Flat key/values for diagnostics."""
+        p50, p99 = self.latency_percentiles()
+        info: dict[str, Any] = {
+            "mode": "passthrough (no model)" if self.model is None else ("compensating" if self.enabled else "disabled"),
+            "enabled": self.enabled,
+            "warm": self.warm,
+            "steps": self._stats.steps,
+            "compensated_steps": self._stats.compensated_steps,
+            "clipped_steps": self._stats.clipped_steps,
+            "faults": self._stats.faults,
+            "last_fault": self._stats.last_fault,
+            "latency_p50_us": round(p50 * 1e6, 1) if math.isfinite(p50) else "n/a",
+            "latency_p99_us": round(p99 * 1e6, 1) if math.isfinite(p99) else "n/a",
+            "delta_bounds": [round(float(b), 4) for b in self.delta_bounds],
+            "last_delta": [round(float(d), 5) for d in self._delta],
+        }
+        if self.model is not None:
+            info.update(self.model.describe())
+        return info
+
+    def _vector(self, values: np.ndarray | list[float], what: str) -> np.ndarray:
+        array = np.asarray(values, dtype=np.float64)
+        if array.shape != (len(self.config.joints),):
+            raise CompensatorError(f"{what} must have {len(self.config.joints)} values ({list(self.config.joints)}), got shape {array.shape}")
+        return array

@@ -1,0 +1,157 @@
+"""GapONet model files: ONNX or TorchScript with a JSON metadata record, validated on load.
+
+- ONNX: the JSON sits in ``metadata_props`` under :data:`METADATA_KEY`.
+- TorchScript: the JSON sits in the archive as ``_extra_files[TORCHSCRIPT_EXTRA_FILE]``.
+
+The format is recognised from the content (a TorchScript archive is a zip), not the suffix.
+:func:`load_model` refuses anything that does not fit: missing file, not a model, missing or
+invalid metadata, another schema version, joints or rate other than the node's, or a graph whose
+input/output shapes disagree with the metadata.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import zipfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from so101_gaponet.metadata import METADATA_KEY, TORCHSCRIPT_EXTRA_FILE, GapModelMetadata, ModelFileError
+from so101_gaponet.runtime import GapModel, OnnxGapModel, TorchScriptGapModel
+
+__all__ = ["ModelFileError", "load_model", "read_metadata", "save_onnx", "save_torchscript"]
+
+_log = logging.getLogger(__name__)
+
+
+def _read_bytes(path: Path) -> bytes:
+    if not path.is_file():
+        raise ModelFileError(f"model file {path} does not exist")
+    try:
+        data = path.read_bytes()
+    except OSError as err:
+        raise ModelFileError(f"model file {path} cannot be read: {err}") from err
+    if not data:
+        raise ModelFileError(f"model file {path} is empty")
+    return data
+
+
+def _onnx_metadata(path: Path, data: bytes) -> tuple[Any, GapModelMetadata]:
+    import onnx
+    from google.protobuf.message import DecodeError
+
+    try:
+        proto = onnx.load_model_from_string(data)
+    except (DecodeError, ValueError, RuntimeError) as err:
+        raise ModelFileError(f"{path} is neither a TorchScript archive nor an ONNX model: {err}") from err
+    if not proto.graph.node:
+        raise ModelFileError(f"{path} is not an ONNX model (no graph)")
+    props = {p.key: p.value for p in proto.metadata_props}
+    if METADATA_KEY not in props:
+        raise ModelFileError(f"{path}: ONNX model has no {METADATA_KEY!r} metadata (not a GapONet model file)")
+    return proto, GapModelMetadata.from_json(props[METADATA_KEY])
+
+
+def _check_onnx_shapes(path: Path, session: Any, meta: GapModelMetadata) -> None:
+    inputs, outputs = session.get_inputs(), session.get_outputs()
+    expected_in = [(meta.history, meta.history_columns), (meta.num_joints,)]
+    if len(inputs) != 2 or len(outputs) != 1:
+        raise ModelFileError(f"{path}: expected 2 inputs (history, target) and 1 output, got {len(inputs)} and {len(outputs)}")
+    for arg, tail in zip(inputs, expected_in, strict=True):
+        shape = list(arg.shape)
+        if len(shape) != len(tail) + 1 or [int(s) for s in shape[1:] if isinstance(s, int)] != list(tail):
+            raise ModelFileError(f"{path}: input {arg.name!r} has shape {shape}, metadata says (batch, {', '.join(map(str, tail))})")
+    out_shape = list(outputs[0].shape)
+    if len(out_shape) != 2 or out_shape[1] != meta.num_joints:
+        raise ModelFileError(f"{path}: output has shape {out_shape}, metadata says (batch, {meta.num_joints})")
+
+
+def _load_torchscript(path: Path, data: bytes) -> tuple[Any, GapModelMetadata]:
+    import torch
+
+    extra = {TORCHSCRIPT_EXTRA_FILE: ""}
+    try:
+        module = torch.jit.load(io.BytesIO(data), map_location="cpu", _extra_files=extra)
+    except (RuntimeError, ValueError) as err:
+        raise ModelFileError(f"{path} is a zip archive but not a TorchScript model: {err}") from err
+    text = extra[TORCHSCRIPT_EXTRA_FILE]
+    if not text:
+        raise ModelFileError(f"{path}: TorchScript model has no {TORCHSCRIPT_EXTRA_FILE!r} metadata (not a GapONet model file)")
+    return module, GapModelMetadata.from_json(text)
+
+
+def read_metadata(path: str | Path) -> GapModelMetadata:
+    """The validated metadata of a model file, without building a runner."""
+    return load_model(path).metadata
+
+
+def load_model(path: str | Path, joints: Sequence[str] | None = None, rate_hz: float | None = None) -> GapModel:
+    """Load and validate a model file; ``joints``/``rate_hz`` are the node's configuration to check against."""
+    path = Path(path)
+    data = _read_bytes(path)
+    model: GapModel
+    if zipfile.is_zipfile(io.BytesIO(data)):
+        module, meta = _load_torchscript(path, data)
+        meta.check_against(joints, rate_hz)
+        model = TorchScriptGapModel(path, meta, module)
+    else:
+        _proto, meta = _onnx_metadata(path, data)
+        meta.check_against(joints, rate_hz)
+        try:
+            session = OnnxGapModel.make_session(data)
+        except Exception as err:  # onnxruntime raises its own exception types for invalid graphs
+            raise ModelFileError(f"{path}: onnxruntime cannot load the graph: {err}") from err
+        _check_onnx_shapes(path, session, meta)
+        model = OnnxGapModel(path, meta, session)
+    _probe(path, model)
+    _log.info("loaded %s model %s (%s, history %d at %g Hz)", model.format_name, path, meta.model_kind, meta.history, meta.rate_hz)
+    return model
+
+
+def _probe(path: Path, model: GapModel) -> None:
+    """Run the model once on zeros: catches graphs whose real shapes differ from the declared ones."""
+    meta = model.metadata
+    try:
+        out = model.run_normalised(np.zeros((1, meta.history, meta.history_columns), np.float32), np.zeros((1, meta.num_joints), np.float32))
+    except Exception as err:  # backend-specific errors for shape mismatches
+        raise ModelFileError(f"{path}: the model fails on inputs of the declared shapes: {err}") from err
+    if tuple(np.shape(out)) != (1, meta.num_joints):
+        raise ModelFileError(f"{path}: output shape {tuple(np.shape(out))} disagrees with the metadata's (1, {meta.num_joints})")
+
+
+def save_onnx(module: Any, meta: GapModelMetadata, path: str | Path) -> Path:
+    """Export a torch module with ``forward(history, target)`` to ONNX and attach the metadata."""
+    import onnx
+    import torch
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    module = module.eval()
+    example = (torch.zeros(1, meta.history, meta.history_columns), torch.zeros(1, meta.num_joints))
+    buffer = io.BytesIO()
+    with torch.no_grad():
+        torch.onnx.export(module, example, buffer, input_names=["history", "target"], output_names=["delta"],
+                          dynamic_axes={"history": {0: "batch"}, "target": {0: "batch"}, "delta": {0: "batch"}},
+                          opset_version=17, dynamo=False)
+    proto = onnx.load_model_from_string(buffer.getvalue())
+    entry = proto.metadata_props.add()
+    entry.key, entry.value = METADATA_KEY, meta.to_json()
+    proto.producer_name = "so101_gaponet"
+    onnx.checker.check_model(proto)
+    path.write_bytes(proto.SerializeToString())
+    return path
+
+
+def save_torchscript(module: Any, meta: GapModelMetadata, path: str | Path) -> Path:
+    """Script a torch module with ``forward(history, target)`` and save it with the metadata."""
+    import torch
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    scripted = torch.jit.script(module.eval())
+    torch.jit.save(scripted, str(path), _extra_files={TORCHSCRIPT_EXTRA_FILE: meta.to_json()})
+    return path

@@ -1,0 +1,123 @@
+"""ONNX and TorchScript runners behind one interface, with the metadata's normalisation applied here.
+
+Both runners are built for one call per control step: single-threaded, inputs preallocated, no
+allocation beyond what the backend itself does. The model file contract (what is validated and
+how files are recognised) lives in :mod:`so101_gaponet.model_file`.
+"""
+
+from __future__ import annotations
+
+import logging
+from abc import ABC, abstractmethod
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from so101_gaponet.metadata import GapModelMetadata
+
+__all__ = ["GapModel", "OnnxGapModel", "TorchScriptGapModel"]
+
+_log = logging.getLogger(__name__)
+
+
+class GapModel(ABC):
+    """A loaded compensation model: ``delta(history, target)`` in physical units (rad)."""
+
+    format_name: str = ""
+
+    def __init__(self, path: Path, metadata: GapModelMetadata) -> None:
+        self.path = path
+        self.metadata = metadata
+        norm = metadata.normalisation
+        self._history_mean = np.asarray(norm.history_mean, dtype=np.float32)
+        self._history_scale = 1.0 / np.asarray(norm.history_std, dtype=np.float32)
+        self._target_mean = np.asarray(norm.target_mean, dtype=np.float32)
+        self._target_scale = 1.0 / np.asarray(norm.target_std, dtype=np.float32)
+        self._delta_mean = np.asarray(norm.delta_mean, dtype=np.float64)
+        self._delta_std = np.asarray(norm.delta_std, dtype=np.float64)
+        # Preallocated, normalised model inputs (batch of one).
+        self._history_in = np.zeros((1, metadata.history, metadata.history_columns), dtype=np.float32)
+        self._target_in = np.zeros((1, metadata.num_joints), dtype=np.float32)
+
+    def delta(self, history: np.ndarray, target: np.ndarray) -> np.ndarray:
+        """Δ (rad, unclipped, float64, shape ``(J,)``) for raw ``history`` ``(H, F·J)`` and ``target`` ``(J,)``."""
+        np.subtract(history, self._history_mean, out=self._history_in[0], casting="unsafe")
+        self._history_in[0] *= self._history_scale
+        np.subtract(target, self._target_mean, out=self._target_in[0], casting="unsafe")
+        self._target_in[0] *= self._target_scale
+        raw = self.run_normalised(self._history_in, self._target_in)
+        return raw.reshape(-1).astype(np.float64) * self._delta_std + self._delta_mean
+
+    @abstractmethod
+    def run_normalised(self, history: np.ndarray, target: np.ndarray) -> np.ndarray:
+        """The bare model on normalised float32 inputs ``(B, H, F·J)``, ``(B, J)`` → ``(B, J)``."""
+
+    def describe(self) -> dict[str, Any]:
+        """A flat summary for diagnostics and logs."""
+        meta = self.metadata
+        return {
+            "model_path": str(self.path),
+            "model_format": self.format_name,
+            "model_kind": meta.model_kind,
+            "history": meta.history,
+            "rate_hz": meta.rate_hz,
+            "horizon": meta.horizon,
+            "trained_on": ",".join(str(d) for d in meta.provenance.get("datasets", [])),
+            "trained_date": str(meta.provenance.get("date", "")),
+            "git_rev": str(meta.provenance.get("git_rev", "")),
+        }
+
+
+class OnnxGapModel(GapModel):
+    """onnxruntime on the CPU, one intra-/inter-op thread."""
+
+    format_name = "onnx"
+
+    def __init__(self, path: Path, metadata: GapModelMetadata, session: Any) -> None:
+        super().__init__(path, metadata)
+        self._session = session
+        self._input_names = [i.name for i in session.get_inputs()]
+        self._output_names = [session.get_outputs()[0].name]
+
+    @staticmethod
+    def make_session(model_bytes: bytes) -> Any:
+        import onnxruntime as ort
+
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = 1
+        options.inter_op_num_threads = 1
+        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        options.log_severity_level = 3
+        return ort.InferenceSession(model_bytes, sess_options=options, providers=["CPUExecutionProvider"])
+
+    def run_normalised(self, history: np.ndarray, target: np.ndarray) -> np.ndarray:
+        feeds = {self._input_names[0]: history, self._input_names[1]: target}
+        return self._session.run(self._output_names, feeds)[0]
+
+
+class TorchScriptGapModel(GapModel):
+    """``torch.jit`` module under ``torch.no_grad()`` with one intra-op thread."""
+
+    format_name = "torchscript"
+
+    def __init__(self, path: Path, metadata: GapModelMetadata, module: Any) -> None:
+        import torch
+
+        super().__init__(path, metadata)
+        torch.set_num_threads(1)
+        self._torch = torch
+        self._module = module.eval()
+        # Tensors sharing memory with the preallocated numpy inputs: no copy per step.
+        self._history_tensor = torch.from_numpy(self._history_in)
+        self._target_tensor = torch.from_numpy(self._target_in)
+
+    def run_normalised(self, history: np.ndarray, target: np.ndarray) -> np.ndarray:
+        torch = self._torch
+        with torch.no_grad():
+            if history is self._history_in and target is self._target_in:
+                out = self._module(self._history_tensor, self._target_tensor)
+            else:
+                out = self._module(torch.from_numpy(np.ascontiguousarray(history, dtype=np.float32)),
+                                   torch.from_numpy(np.ascontiguousarray(target, dtype=np.float32)))
+        return out.numpy()

@@ -19,7 +19,10 @@ def generate_launch_description() -> LaunchDescription:
         DeclareLaunchArgument("command_topic", default_value="/joint_command",
                               description="command stage to show as the ghost arm"),
         DeclareLaunchArgument("use_sim_time", default_value="false"),
-        # The commanded arm: a second robot_state_publisher under the "commanded/" TF prefix.
+        # The commanded arm: a second robot_state_publisher under the "commanded/" TF prefix,
+        # its base pinned onto the measured arm's base so RViz draws both in one place.
+        Node(package="tf2_ros", executable="static_transform_publisher",
+             arguments=["--frame-id", "base_link", "--child-frame-id", "commanded/base_link"]),
         Node(package="robot_state_publisher", executable="robot_state_publisher", namespace="commanded",
              parameters=[{"robot_description": description, "frame_prefix": "commanded/",
                           "use_sim_time": LaunchConfiguration("use_sim_time")}],

@@ -17,7 +17,8 @@ setup(
     extras_require={"test": ["pytest"]},
     entry_points={
         "console_scripts": [
-            'so101 = so101_bringup.cli:main'
+            'so101 = so101_bringup.cli:main',
+            'motion_player = so101_bringup.motion_player_node:main'
         ],
     },
 )

@@ -1,0 +1,90 @@
+"""``motion_player`` node: plays a scripted motion as a command source (a stand-in for a policy).
+
+Publishes ``output`` (default remap ``/policy/joint_command``; sensor_msgs/JointState, rad, stamped)
+at ``rate_hz``. Parameters: ``motion`` (built-in name or SAGE motion file), ``rate_hz``, ``loop``,
+``start_delay`` (s). Services ``~/start`` / ``~/stop`` (std_srvs/Trigger); ``autostart``.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+import rclpy
+from rclpy.executors import ExternalShutdownException
+from rclpy.node import Node
+from sensor_msgs.msg import JointState
+from std_srvs.srv import Trigger
+
+from so101_bringup.motions import load_motion, sample
+
+__all__ = ["MotionPlayerNode", "main"]
+
+
+class MotionPlayerNode(Node):
+    def __init__(self, **kwargs: object) -> None:
+        super().__init__("motion_player", **kwargs)
+        self.motion = load_motion(str(self.declare_parameter("motion", "sweep").value))
+        rate_hz = float(self.declare_parameter("rate_hz", 50.0).value)
+        if rate_hz <= 0:
+            raise ValueError(f"rate_hz must be positive, got {rate_hz}")
+        self.loop = bool(self.declare_parameter("loop", False).value)
+        self.start_delay = float(self.declare_parameter("start_delay", 0.0).value)
+        self.playing = bool(self.declare_parameter("autostart", True).value)
+        self.finished = False
+        self._start_ns = self.get_clock().now().nanoseconds
+        self.pub = self.create_publisher(JointState, "output", 10)
+        self.create_service(Trigger, "~/start", self._on_start)
+        self.create_service(Trigger, "~/stop", self._on_stop)
+        self.create_timer(1.0 / rate_hz, self._on_tick)
+        self.get_logger().info(f"motion of {self.motion.duration:.1f} s at {rate_hz:g} Hz")
+
+    def elapsed(self) -> float:
+        return (self.get_clock().now().nanoseconds - self._start_ns) * 1e-9 - self.start_delay
+
+    def _on_tick(self) -> None:
+        if not self.playing:
+            return
+        t = self.elapsed()
+        if t < 0:
+            return
+        if t > self.motion.duration:
+            if not self.loop:
+                self.finished = True
+                return
+            t %= self.motion.duration
+        msg = JointState()
+        msg.header.stamp = self.get_clock().now().to_msg()
+        msg.name = list(self.motion.names)
+        msg.position = [float(v) for v in sample(self.motion, t)]
+        self.pub.publish(msg)
+
+    def _on_start(self, _request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
+        self._start_ns = self.get_clock().now().nanoseconds
+        self.playing, self.finished = True, False
+        response.success, response.message = True, "playing from the start"
+        return response
+
+    def _on_stop(self, _request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
+        self.playing = False
+        response.success, response.message = True, "stopped"
+        return response
+
+
+def main(args: Sequence[str] | None = None) -> int:
+    rclpy.init(args=args)
+    node = None
+    try:
+        node = MotionPlayerNode()
+        rclpy.spin(node)
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    finally:
+        if node is not None:
+            node.destroy_node()
+        rclpy.try_shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,73 @@
+"""Scripted command motions: built-in smooth sweeps, or motion files, sampled at any time.
+
+A motion is a :class:`~so101_description.trajectory.JointTrajectory` of command positions (rad);
+the motion player node publishes it as if it were a policy, which is how the demo and the
+sim-to-real loop drive the arm without a trained policy.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from so101_description.joints import JOINTS
+from so101_description.trajectory import JointTrajectory
+
+__all__ = ["BUILTIN_MOTIONS", "MotionError", "builtin_motion", "load_motion", "sample"]
+
+BUILTIN_MOTIONS = ("sweep", "wave", "hold")
+
+
+class MotionError(ValueError):
+    """A motion name or file that cannot be played."""
+
+
+def builtin_motion(name: str = "sweep", duration: float = 12.0, rate_hz: float = 50.0,
+                   amplitude: float = 0.35) -> JointTrajectory:
+    """A smooth, limit-respecting motion starting and ending at the zero pose.
+
+    ``amplitude`` is the fraction of each joint's half-range used. ``sweep`` moves every joint on
+    its own frequency (rich excitation for gap measurement); ``wave`` lifts the arm and waves the
+    wrist; ``hold`` stays at the zero pose (gravity sag, static gap).
+    """
+    if name not in BUILTIN_MOTIONS:
+        raise MotionError(f"unknown motion {name!r}; built-in motions are {list(BUILTIN_MOTIONS)}")
+    if duration <= 0 or rate_hz <= 0 or not 0 <= amplitude <= 1:
+        raise MotionError("duration and rate must be positive and amplitude within 0..1")
+    t = np.arange(0.0, duration + 0.5 / rate_hz, 1.0 / rate_hz)
+    # Raised-cosine envelope over the first and last 15 % so the motion starts and ends at rest.
+    ramp = np.clip(np.minimum(t, duration - t) / (0.15 * duration), 0.0, 1.0)
+    envelope = 0.5 - 0.5 * np.cos(np.pi * ramp)
+    positions = np.zeros((len(t), len(JOINTS)))
+    for i, spec in enumerate(JOINTS):
+        centre = 0.5 * (spec.lower + spec.upper)
+        half = 0.5 * spec.span * amplitude
+        if name == "sweep":
+            positions[:, i] = centre * envelope + half * envelope * np.sin(2 * np.pi * (0.15 + 0.07 * i) * t)
+        elif name == "wave":
+            raised = {"shoulder_lift": -0.6, "elbow_flex": 0.8}.get(spec.name, 0.0)  # rad: arm up
+            wiggle = half * np.sin(2 * np.pi * 0.5 * t) if spec.name in ("wrist_flex", "wrist_roll") else 0.0
+            positions[:, i] = envelope * (raised + wiggle)
+        else:
+            positions[:, i] = 0.0
+        positions[:, i] = np.clip(positions[:, i], spec.lower, spec.upper)
+    return JointTrajectory(t, positions)
+
+
+def load_motion(source: str, rate_hz: float = 50.0) -> JointTrajectory:
+    """A built-in motion name, or a SAGE motion file (``.txt``, 50 Hz rows, radians, jaw 0..1)."""
+    if source in BUILTIN_MOTIONS:
+        return builtin_motion(source, rate_hz=rate_hz)
+    path = Path(source)
+    if not path.is_file():
+        raise MotionError(f"motion {source!r} is neither a built-in motion {list(BUILTIN_MOTIONS)} nor a file")
+    from so101_sim2real.sage import read_motion_file  # the SAGE format lives with the other SAGE I/O
+
+    return read_motion_file(path)
+
+
+def sample(motion: JointTrajectory, t: float) -> np.ndarray:
+    """Command positions at time ``t`` (s from the motion's start), linearly interpolated, held at the ends."""
+    local = motion.time[0] + t
+    return np.array([np.interp(local, motion.time, motion.position[:, j]) for j in range(motion.position.shape[1])])

@@ -156,6 +156,8 @@ class GapModelMetadata:
         try:
             joints = tuple(str(j) for j in data["joints"])
             features = tuple(str(f) for f in data["history_features"])
+            if features != HISTORY_FEATURES:
+                raise ModelFileError(f"input layout {list(features)} not supported; expected {list(HISTORY_FEATURES)}")
             return cls(
                 model_kind=str(data["model_kind"]),
                 joints=joints,

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import io
 import logging
+import warnings
 import zipfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -75,7 +76,9 @@ def _load_torchscript(path: Path, data: bytes) -> tuple[Any, GapModelMetadata]:
 
     extra = {TORCHSCRIPT_EXTRA_FILE: ""}
     try:
-        module = torch.jit.load(io.BytesIO(data), map_location="cpu", _extra_files=extra)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)  # torch.jit deprecation notice
+            module = torch.jit.load(io.BytesIO(data), map_location="cpu", _extra_files=extra)
     except (RuntimeError, ValueError) as err:
         raise ModelFileError(f"{path} is a zip archive but not a TorchScript model: {err}") from err
     text = extra[TORCHSCRIPT_EXTRA_FILE]
@@ -152,6 +155,8 @@ def save_torchscript(module: Any, meta: GapModelMetadata, path: str | Path) -> P
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    scripted = torch.jit.script(module.eval())
-    torch.jit.save(scripted, str(path), _extra_files={TORCHSCRIPT_EXTRA_FILE: meta.to_json()})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # torch.jit deprecation notices
+        scripted = torch.jit.script(module.eval())
+        torch.jit.save(scripted, str(path), _extra_files={TORCHSCRIPT_EXTRA_FILE: meta.to_json()})
     return path

@@ -83,6 +83,10 @@ class BusTiming:
         if self.latency_s < 0 or self.jitter_s < 0:
             raise ValueError(f"latency_s and jitter_s must be >= 0 (got {self.latency_s}, {self.jitter_s})")
 
+    def wire_time(self, nbytes: int, baud: int) -> float:
+        """Seconds ``nbytes`` take on the line at ``baud`` (0 without byte-time emulation)."""
+        return nbytes * _BITS_PER_BYTE / baud if self.byte_time else 0.0
+
     @classmethod
     def fast(cls) -> BusTiming:
         """No emulated delays at all: replies as fast as the host can take them (tests)."""
@@ -264,8 +268,7 @@ class BusServer:
         t = timing.latency_s + self.faults.extra_latency
         if timing.jitter_s:
             t += self._rng.uniform(0.0, timing.jitter_s)
-        if timing.byte_time:
-            t += (len(packet.params) + 6) * _BITS_PER_BYTE / (host_baud or _baud_of(answers[0][0]))
+        t += timing.wire_time(len(packet.params) + 6, host_baud or _baud_of(answers[0][0]))
         replies = []
         for memory, extra_error, params in answers:
             servo_id = memory.servo_id
@@ -273,8 +276,7 @@ class BusServer:
             data = encode_status(servo_id, error, params)
             if timing.return_delay:
                 t += memory.get(Register.Return_Delay_Time) * 2e-6
-            if timing.byte_time:
-                t += len(data) * _BITS_PER_BYTE / _baud_of(memory)
+            t += timing.wire_time(len(data), _baud_of(memory))
             fate = self.faults.reply_fate()
             if fate == "drop":
                 continue

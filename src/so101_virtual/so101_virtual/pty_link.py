@@ -6,7 +6,8 @@ instruction would look like a status packet to the client), keeps the slave open
 a symlink at the slave (``/tmp/so101_follower`` → ``/dev/pts/N``), and serves the bus in a background
 thread: it reads the master with ``select``, frames instructions with
 :class:`~so101_driver.protocol.PacketParser` and writes each reply when it is due
-(:class:`~so101_virtual.bus_server.BusTiming`). The client opens :attr:`PtyLink.device_path` (or the
+(:class:`~so101_virtual.bus_server.BusTiming`; the replies to one request leave together when the
+last one is due, so nothing arrives early and there is one wake-up per request). The client opens :attr:`PtyLink.device_path` (or the
 link) with ``scservo_sdk.PortHandler`` like a real port.
 
 The line speed the client set on the port (``PortHandler.setBaudRate`` → termios) is read back on
@@ -29,7 +30,7 @@ import threading
 import time
 import tty
 
-from so101_driver.protocol import PacketParser
+from so101_driver.protocol import Packet, PacketParser
 
 from .bus_server import BusServer
 
@@ -78,6 +79,7 @@ class PtyLink:
         self._wake_r, self._wake_w = os.pipe()
         self._stop = threading.Event()
         self.parser = PacketParser("instruction")
+        self._line_free = 0.0  # monotonic time the line is free again (last request/reply on the wire)
         if link_path is not None:
             self._make_link(link_path)
         self._thread = threading.Thread(target=self._serve, name=f"pty-bus {self.device_path}", daemon=True)
@@ -124,13 +126,22 @@ class PtyLink:
         except Exception:  # pragma: no cover - logged, the link stays closed
             log.exception("virtual bus thread on %s died", self.device_path)
 
-    def _answer(self, packets: list, received: float) -> None:
+    def _answer(self, packets: list[Packet], received: float) -> None:
         if not packets:
             return
         host_baud = line_speed(self._slave) if self.honour_baud else None
         for packet in packets:
-            for reply in self.server.process(packet, host_baud):
-                self._write_at(received + reply.due, reply.data)
+            # Half-duplex line: a request the host queued behind another one (e.g. SYNC_READ right
+            # after a SYNC_WRITE, which has no reply) starts on the wire when the line is free.
+            start = max(received, self._line_free)
+            replies = self.server.process(packet, host_baud)  # type: ignore[arg-type]
+            wire = self.server.timing.wire_time(len(packet.params) + 6, host_baud or 1_000_000)
+            self._line_free = start + max([wire, *(r.due for r in replies)])
+            if replies:
+                # One wake-up per request: the replies go out together when the last one is due.
+                # No byte arrives early, and a SYNC_READ completes when it would on the wire;
+                # one sleep instead of one per reply keeps the cost low on a busy machine.
+                self._write_at(start + replies[-1].due, b"".join(r.data for r in replies))
 
     def _write_at(self, due: float, data: bytes) -> None:
         delay = due - time.monotonic()

@@ -206,6 +206,14 @@ def test_return_delay_time(tmp_path) -> None:
             port.closePort()
 
 
+def test_truncated_packet_is_dropped_after_the_inter_byte_timeout(rig: Rig) -> None:
+    """A frame announcing more bytes than ever come must not stall the bus: the SDK's next ping
+    (34 ms timeout) is answered once the 20 ms inter-byte timeout gives up on the frame."""
+    rig.port.writePort(b"\xff\xff\x01\x09\x03")
+    assert rig.ph.ping(rig.port, 1) == (777, scs.COMM_SUCCESS, 0)
+    assert rig.link.parser.discarded_bytes >= 5
+
+
 def test_client_reconnects(rig: Rig) -> None:
     rig.port.closePort()
     port = scs.PortHandler(rig.link.path)

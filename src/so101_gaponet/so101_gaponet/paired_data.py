@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["DatasetError", "Episode", "PairedDataset", "read_dataset", "write_dataset", "EPISODE_ARRAYS"]
+__all__ = ["causal_velocity", "DatasetError", "Episode", "PairedDataset", "read_dataset", "write_dataset", "EPISODE_ARRAYS"]
 
 EPISODE_ARRAYS: tuple[str, ...] = ("command", "real_position", "real_velocity", "real_effort",
                                    "sim_position", "sim_velocity", "sim_effort")
@@ -52,6 +52,13 @@ def _first(record: dict[str, Any], keys: Sequence[str], what: str, path: Path) -
         if key in record:
             return record[key]
     raise DatasetError(f"{path}: dataset.json has no {what} (looked for {list(keys)})")
+
+
+def causal_velocity(position: np.ndarray, time: np.ndarray) -> np.ndarray:
+    """Backward-difference velocity (N×J): what a servo or the compensator can know at each sample."""
+    velocity = np.zeros_like(position)
+    velocity[1:] = np.diff(position, axis=0) / np.diff(time)[:, None]
+    return velocity
 
 
 def read_dataset(path: str | Path) -> PairedDataset:

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from so101_description.joints import JOINT_NAMES, JOINTS
-from so101_gaponet.paired_data import Episode, write_dataset
+from so101_gaponet.paired_data import Episode, causal_velocity, write_dataset
 
 __all__ = ["ArmProfile", "PROFILES", "simulate_real", "make_command", "make_dataset"]
 
@@ -101,8 +101,8 @@ def make_dataset(path: str | Path, profile: str = "default", episodes: int = 6, 
         nan = np.full_like(command, np.nan)
         arrays = {
             "command": command,
-            "real_position": real, "real_velocity": np.gradient(real, time, axis=0), "real_effort": nan,
-            "sim_position": sim, "sim_velocity": np.gradient(sim, time, axis=0), "sim_effort": nan,
+            "real_position": real, "real_velocity": causal_velocity(real, time), "real_effort": nan,
+            "sim_position": sim, "sim_velocity": causal_velocity(sim, time), "sim_effort": nan,
         }
         written.append(Episode(f"synthetic_{profile}_{index:03d}", time, arrays))
     extra = {"source": "so101_gaponet.synthetic", "profile": profile, "seed": seed,

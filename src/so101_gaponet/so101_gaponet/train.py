@@ -26,7 +26,7 @@ from tqdm import tqdm
 
 from so101_gaponet.metadata import HISTORY_FEATURES, GapModelMetadata, Normalisation
 from so101_gaponet.models import ArchConfig, build_model
-from so101_gaponet.paired_data import DatasetError, PairedDataset, read_dataset
+from so101_gaponet.paired_data import DatasetError, PairedDataset, causal_velocity, read_dataset
 
 __all__ = ["TrainConfig", "TrainResult", "TrainingError", "build_samples", "train", "git_revision"]
 
@@ -78,9 +78,9 @@ def build_samples(dataset: PairedDataset, history: int, horizon: int) -> tuple[n
     histories, targets, deltas = [], [], []
     for episode in dataset.episodes:
         q = episode["real_position"]
-        qd = episode.arrays.get("real_velocity")
-        if qd is None or np.isnan(qd).any():
-            qd = np.where(np.isnan(qd), np.gradient(q, episode.time, axis=0), qd) if qd is not None else np.gradient(q, episode.time, axis=0)
+        estimate = causal_velocity(q, episode.time)  # where the dataset has no measured velocity
+        qd = episode.arrays.get("real_velocity", estimate)
+        qd = np.where(np.isnan(qd), estimate, qd)
         command = episode["command"]
         previous = np.vstack([q[:1], command[:-1]])  # the command in force when q_i was measured
         rows = np.concatenate([q, qd, previous], axis=1)

@@ -1,0 +1,118 @@
+"""Compensator core: warm-up, bounds, NaN safety, passthrough, enable/disable, history layout."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from so101_description.joints import JOINT_NAMES
+from so101_gaponet.compensator import Compensator, CompensatorConfig, CompensatorError
+from so101_gaponet.model_file import load_model, save_onnx
+
+CONFIG = CompensatorConfig(joints=JOINT_NAMES)
+
+
+def _run(comp: Compensator, steps: int, command: np.ndarray) -> list:
+    results = []
+    for i in range(steps):
+        comp.update_measured(command * 0.9, np.zeros(6), stamp=i * 0.02)
+        results.append(comp.compensate(command, now=i * 0.02))
+    return results
+
+
+def test_passthrough_without_model() -> None:
+    comp = Compensator(CONFIG)
+    command = np.linspace(-0.3, 0.3, 6)
+    for result in _run(comp, 5, command):
+        np.testing.assert_array_equal(result.command, command)
+        assert not result.compensated
+    assert comp.status()["mode"] == "passthrough (no model)"
+
+
+def test_warm_up_then_bounded_compensation(tiny) -> None:
+    model = load_model(tiny[1])
+    comp = Compensator(CompensatorConfig(joints=JOINT_NAMES, delta_bounds=(0.01,) * 6), model)
+    command = np.full(6, 0.5)
+    results = _run(comp, model.metadata.history + 3, command)
+    warm_up = results[: model.metadata.history - 1]
+    assert all(not r.compensated and np.array_equal(r.command, command) for r in warm_up)
+    active = results[model.metadata.history - 1:]
+    assert all(r.compensated for r in active)
+    for r in active:
+        assert np.all(np.abs(r.delta) <= 0.01 + 1e-12)
+        np.testing.assert_allclose(r.command, command + r.delta)
+    assert any(np.abs(r.delta).max() > 0 for r in active)
+    assert comp.status()["latency_p99_us"] != "n/a"
+
+
+def test_history_holds_measured_state_and_previous_outputs(tiny) -> None:
+    comp = Compensator(CONFIG, load_model(tiny[1]))
+    outputs = []
+    for i in range(5):
+        comp.update_measured(np.full(6, 0.1 * i), np.full(6, -0.01 * i))
+        outputs.append(comp.compensate(np.full(6, 0.2)).command)
+    window = comp.history()  # last 3 rows, oldest first
+    np.testing.assert_allclose(window[:, 0], [0.2, 0.3, 0.4])
+    np.testing.assert_allclose(window[:, 6], [-0.02, -0.03, -0.04])
+    np.testing.assert_allclose(window[:, 12:], np.vstack(outputs[1:4]))
+
+
+def test_disable_switches_to_passthrough_and_back(tiny) -> None:
+    comp = Compensator(CONFIG, load_model(tiny[1]))
+    command = np.full(6, 0.4)
+    _run(comp, 4, command)
+    comp.enabled = False
+    off = _run(comp, 2, command)
+    assert all(np.array_equal(r.command, command) and not r.compensated for r in off)
+    assert comp.status()["mode"] == "disabled"
+    comp.enabled = True
+    assert _run(comp, 1, command)[0].compensated  # history kept filling: no new warm-up
+
+
+def test_velocity_estimated_when_missing(tiny) -> None:
+    comp = Compensator(CONFIG, load_model(tiny[1]))
+    comp.update_measured(np.zeros(6), None, stamp=1.0)
+    comp.update_measured(np.full(6, 0.02), [np.nan] * 6, stamp=1.02)
+    comp.compensate(np.zeros(6))
+    np.testing.assert_allclose(comp.history()[-1, 6:12], 1.0)
+
+
+def test_model_nan_output_gives_zero_delta_and_a_fault(tiny, tmp_path: Path) -> None:
+    result = tiny[0]
+    broken = type(result.module)(*_arch_args(result))
+    broken.load_state_dict(result.module.state_dict())
+    with torch.no_grad():
+        next(broken.parameters()).fill_(float("nan"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        path = save_onnx(broken, result.metadata, tmp_path / "nan.onnx")
+    comp = Compensator(CONFIG, load_model(path))
+    command = np.full(6, 0.3)
+    results = _run(comp, 4, command)
+    assert results[-1].fault and not results[-1].compensated
+    np.testing.assert_array_equal(results[-1].command, command)
+    assert np.isfinite(results[-1].command).all()
+    assert comp.status()["faults"] == 2 and "non-finite" in comp.status()["last_fault"]
+
+
+def _arch_args(result) -> tuple:
+    from so101_gaponet.models import ArchConfig
+
+    arch = result.metadata.architecture
+    meta = result.metadata
+    return (ArchConfig(kind=arch["kind"], joints=meta.num_joints, history=meta.history, features=3, hidden=arch["hidden"],
+                       probes=arch["probes"], basis=arch["basis"]),)
+
+
+def test_bad_inputs_are_refused(tiny) -> None:
+    comp = Compensator(CONFIG, load_model(tiny[1]))
+    with pytest.raises(CompensatorError, match="must have 6 values"):
+        comp.compensate(np.zeros(5))
+    with pytest.raises(CompensatorError, match="NaN"):
+        comp.compensate(np.full(6, np.nan))
+    with pytest.raises(CompensatorError, match="delta_bounds has 2 values"):
+        CompensatorConfig(joints=JOINT_NAMES, delta_bounds=(0.1, 0.1))

@@ -272,7 +272,11 @@ def _fit_drift(r: np.ndarray, o: np.ndarray, r_t0: float, o_t0: float, dt: float
         lo, hi = predicted - search, predicted + size + search
         if lo < 0 or hi > len(r):
             continue
-        c = signal.fftconvolve(r[lo:hi], chunk[::-1], mode="valid", axes=0).sum(axis=1)
+        segment = r[lo:hi]
+        c = signal.fftconvolve(segment, chunk[::-1], mode="valid", axes=0).sum(axis=1)
+        # normalise by the reference energy under the chunk, or louder stretches would pull the peak
+        energy = np.convolve((segment ** 2).sum(axis=1), np.ones(size), mode="valid")
+        c = c / np.sqrt(np.maximum(energy, 1e-12))
         i = int(np.argmax(c))
         k = lo + i + _parabola(c, i)
         centres.append(o_t0 + (w * size + size / 2) * dt)

@@ -83,6 +83,12 @@ def compare(sim: np.ndarray, real: np.ndarray, dt: float, large_gap_threshold: f
         if np.count_nonzero(rows) >= 2:
             block = _compare_block(sim[rows, j:j + 1], real[rows, j:j + 1], dt, large_gap_threshold, smoothness)
             _fill(out, block, np.arange(sim.shape[1]) == j)
+            if smoothness:  # derivatives only between neighbouring valid rows, never across a hole
+                for side, values in (("sim", sim[:, j]), ("real", real[:, j])):
+                    rate = np.diff(np.where(rows, values, np.nan)) / dt
+                    rate = rate[np.isfinite(rate)]
+                    out[f"{side}_smoothness_mean"][j] = np.abs(rate).mean() if len(rate) else np.nan
+                    out[f"{side}_smoothness_var"][j] = rate.var() if len(rate) else np.nan
     return out
 
 

@@ -1,0 +1,70 @@
+"""Paired dataset save/load: values, schema, clear errors on broken folders."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from so101_sim2real.dataset import ARRAY_KEYS, SCHEMA_VERSION, DatasetError, PairedDataset, PairedEpisode
+
+
+def make_episode(name: str = "ep", n: int = 40, seed: int = 0) -> PairedEpisode:
+    rng = np.random.default_rng(seed)
+    arrays = {key: rng.normal(size=(n, 6)) for key in ARRAY_KEYS}
+    arrays["sim_effort"][:, 2] = np.nan
+    return PairedEpisode(name=name, time=np.arange(n) / 50.0, metadata={"motion": name, "clock": {"offset": 1.5}},
+                         **arrays)
+
+
+def test_save_load_round_trip(tmp_path: Path) -> None:
+    dataset = PairedDataset(rate_hz=50.0, episodes=[make_episode("a"), make_episode("b", 25, 1)],
+                            metadata={"created_by": "test"})
+    dataset.save(tmp_path / "ds")
+    index = json.loads((tmp_path / "ds" / "dataset.json").read_text())
+    assert index["schema_version"] == SCHEMA_VERSION and index["units"]["real_effort"] == "N*m"
+    assert [e["file"] for e in index["episodes"]] == ["episodes/a.npz", "episodes/b.npz"]
+    with np.load(tmp_path / "ds" / "episodes" / "b.npz") as raw:
+        assert raw["real_position"].shape == (25, 6) and raw["real_position"].dtype == np.float64
+    loaded = PairedDataset.load(tmp_path / "ds")
+    assert loaded.rate_hz == 50.0 and loaded.metadata == {"created_by": "test"}
+    for original, again in zip(dataset, loaded, strict=True):
+        assert again.metadata == original.metadata
+        for key, value in original.arrays().items():
+            np.testing.assert_array_equal(getattr(again, key), value)
+    assert [e.name for e in PairedDataset.load(tmp_path / "ds", episodes=["b"])] == ["b"]
+
+
+def test_load_errors(tmp_path: Path) -> None:
+    with pytest.raises(DatasetError, match="dataset.json is missing"):
+        PairedDataset.load(tmp_path)
+    PairedDataset(rate_hz=50.0, episodes=[make_episode("a")]).save(tmp_path)
+    index = json.loads((tmp_path / "dataset.json").read_text())
+    (tmp_path / "episodes" / "a.npz").write_bytes(b"not a zip")
+    with pytest.raises(DatasetError, match="corrupt"):
+        PairedDataset.load(tmp_path)
+    (tmp_path / "episodes" / "a.npz").unlink()
+    with pytest.raises(DatasetError, match="missing"):
+        PairedDataset.load(tmp_path)
+    (tmp_path / "dataset.json").write_text(json.dumps(index | {"schema_version": 99}))
+    with pytest.raises(DatasetError, match="schema_version 99"):
+        PairedDataset.load(tmp_path)
+    (tmp_path / "dataset.json").write_text("{not json")
+    with pytest.raises(DatasetError, match="not valid JSON"):
+        PairedDataset.load(tmp_path)
+    with pytest.raises(DatasetError, match="no episodes"):
+        PairedDataset(rate_hz=50.0, episodes=[make_episode("a")]).save(tmp_path / "x")
+        PairedDataset.load(tmp_path / "x", episodes=["zzz"])
+
+
+def test_episode_validation() -> None:
+    with pytest.raises(DatasetError, match="shape"):
+        PairedEpisode(name="e", time=np.arange(3.0), **{k: np.zeros((3, 5)) for k in ARRAY_KEYS})
+    with pytest.raises(DatasetError, match="increasing"):
+        PairedEpisode(name="e", time=np.zeros(3), **{k: np.zeros((3, 6)) for k in ARRAY_KEYS})
+    with pytest.raises(DatasetError, match="name"):
+        PairedEpisode(name="a/b", time=np.arange(3.0), **{k: np.zeros((3, 6)) for k in ARRAY_KEYS})
+    with pytest.raises(DatasetError, match="unique"):
+        PairedDataset(rate_hz=50.0, episodes=[make_episode("a"), make_episode("a")])

@@ -198,18 +198,26 @@ class FeetechBus:
 
     def ping(self, servo_id: int) -> int:
         """PING (+ the SDK's Model_Number read); returns the model number."""
-        return int(self._transact("ping", servo_id, lambda: self._handler.ping(self._port, servo_id), strict=False))
+
+        def op() -> tuple[int, int, int]:
+            try:
+                return self._handler.ping(self._port, servo_id)
+            except IndexError:  # the SDK took a short (stale) status packet for the Model_Number reply
+                return 0, scs.COMM_RX_CORRUPT, 0
+
+        return int(self._transact("ping", servo_id, op, strict=False))
 
     def read(self, register: RegisterLike, servo_id: int, *, strict: bool = True) -> int:
         """Read one register, sign-magnitude decoded. ``strict=False`` accepts replies with error bits."""
         reg = _register(register)
 
         def op() -> tuple[Any, int, int]:
-            return self._handler.readTxRx(self._port, servo_id, reg.address, reg.size)
+            data, comm, error = self._handler.readTxRx(self._port, servo_id, reg.address, reg.size)
+            if comm == scs.COMM_SUCCESS and len(data) < reg.size:  # a short (stale) status packet
+                return data, scs.COMM_RX_CORRUPT, error
+            return data, comm, error
 
         data = self._transact(f"read {reg.name}", servo_id, op, strict=strict)
-        if len(data) < reg.size:
-            raise CorruptPacket(servo_id, 1, f"read {reg.name}: {len(data)} of {reg.size} bytes")
         return decode_register(reg, bytes(data))
 
     def write(self, register: RegisterLike, servo_id: int, value: int, *, strict: bool = True) -> None:
@@ -449,15 +457,10 @@ class FeetechBus:
 
     def _ping_each(self, ids: Iterable[int]) -> dict[int, int]:
         found: dict[int, int] = {}
-        saved = self.retries
-        self.retries = 0
-        try:
-            for i in ids:
-                with contextlib.suppress(BusError):
-                    self.ping(i)
-                    found[i] = self.last_error.get(i, 0)
-        finally:
-            self.retries = saved
+        for i in ids:
+            with contextlib.suppress(BusError):
+                self.ping(i)
+                found[i] = self.last_error.get(i, 0)
         return found
 
     def _describe_servo(self, servo_id: int, baud: int, error: int) -> ScanResult:

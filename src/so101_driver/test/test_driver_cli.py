@@ -96,7 +96,7 @@ def expected_calibration(name: str) -> dict[str, int]:
 
 def test_calibrate_matches_the_mechanics(link, servos):
     user = ScriptedUser(servos)
-    with FeetechBus(link.device_path, timeout_ms=10) as bus:
+    with FeetechBus(link.device_path, timeout_ms=50) as bus:
         result = calibrate_cli.calibrate(bus, user, poll_interval_s=0)
     for j in JOINTS:
         cal = result[j.name]
@@ -120,7 +120,7 @@ def test_calibrate_matches_the_mechanics(link, servos):
 def test_calibrate_refuses_a_joint_that_did_not_move(link, servos):
     user = ScriptedUser(servos, sweep=False)
     user.poses = [{1: 500}]  # only shoulder_pan moves
-    with FeetechBus(link.device_path, timeout_ms=10) as bus, pytest.raises(CalibrationError, match="did not move"):
+    with FeetechBus(link.device_path, timeout_ms=50) as bus, pytest.raises(CalibrationError, match="did not move"):
         calibrate_cli.calibrate(bus, user, poll_interval_s=0)
 
 

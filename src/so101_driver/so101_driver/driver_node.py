@@ -1,0 +1,194 @@
+"""ROS 2 node of the SO-101 follower: ``joint_states`` + ``/diagnostics`` out, ``joint_command`` in.
+
+    ros2 run so101_driver driver --ros-args -p port:=/dev/ttyACM0 -p robot_id:=my_arm
+    python -m so101_driver.driver_node --ros-args -p port:=/tmp/so101_follower -p calibration_file:=...
+
+A plain node (not a lifecycle node): it opens the port and reads the arm in its constructor (a
+port or calibration problem ends the process with a clear message and exit code 1) and releases the
+port when it is destroyed (Ctrl-C / SIGTERM). All logic lives in :class:`DriverCore`; this file
+declares parameters, wires topics and services, and maps the core's results to messages.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Sequence
+
+import rclpy
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from rclpy.executors import ExternalShutdownException
+from rclpy.node import Node
+from sensor_msgs.msg import JointState
+from std_srvs.srv import Trigger
+
+from so101_description.joints import JOINT_NAMES
+from so101_driver.bus import FeetechBus
+from so101_driver.calibration import default_calibration_path, load_calibration
+from so101_driver.driver_core import DriverConfig, DriverCore, JointSample
+from so101_driver.errors import CommandRejected, DriverError
+
+__all__ = ["ArmNode", "DriverNode", "main", "run_node"]
+
+
+class _RosLogHandler(logging.Handler):
+    """Forwards this package's Python log records to the node's ROS logger."""
+
+    def __init__(self, node: Node) -> None:
+        super().__init__(logging.DEBUG)
+        self._logger = node.get_logger()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        # one call site per severity: rclpy refuses a call site that changes severity
+        text, level = self.format(record), record.levelno
+        if level >= logging.ERROR:
+            self._logger.error(text)
+        elif level >= logging.WARNING:
+            self._logger.warning(text)
+        elif level >= logging.INFO:
+            self._logger.info(text)
+        else:
+            self._logger.debug(text)
+
+
+class ArmNode(Node):
+    """Reads one SO-101 through :class:`DriverCore` and publishes its joint states and diagnostics."""
+
+    role = "follower"
+    state_topic = "joint_states"
+
+    def __init__(self, name: str, write_goals: bool, **kwargs: object) -> None:
+        super().__init__(name, **kwargs)
+        self._log_handler = _RosLogHandler(self)
+        logging.getLogger("so101_driver").addHandler(self._log_handler)
+        logging.getLogger("so101_driver").setLevel(logging.DEBUG)
+        p = self._declare(
+            port="/dev/ttyACM0", baudrate=1_000_000, calibration_file="", robot_id=f"so101_{self.role}",
+            rate_hz=100.0, diagnostics_rate_hz=1.0, joint_names=list(JOINT_NAMES), timeout_ms=20.0, retries=1,
+        )
+        if p["rate_hz"] <= 0 or p["diagnostics_rate_hz"] <= 0:
+            raise DriverError("rate_hz and diagnostics_rate_hz must be > 0")
+        names = list(p["joint_names"])
+        if sorted(names) != sorted(JOINT_NAMES):
+            raise DriverError(f"joint_names must be the SO-101 joints {list(JOINT_NAMES)} (any order), got {names}")
+        path = p["calibration_file"] or str(default_calibration_path(p["robot_id"], self.role))
+        calibration = load_calibration(path)
+        self.get_logger().info(f"calibration {path}; bus {p['port']} at {p['baudrate']} baud")
+        bus = FeetechBus(p["port"], p["baudrate"], timeout_ms=p["timeout_ms"], retries=p["retries"])
+        self.core = DriverCore(bus, calibration, names, self._core_config(write_goals))
+        self.state_pub = self.create_publisher(JointState, self.state_topic, 10)
+        self.diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
+        self._started = False
+        self.start_core()
+        self._started = True
+        self.create_timer(1.0 / p["rate_hz"], self._tick)
+        self.create_timer(1.0 / p["diagnostics_rate_hz"], self._publish_diagnostics)
+
+    def _declare(self, **defaults: object) -> dict[str, object]:
+        return {name: self.declare_parameter(name, value).value for name, value in defaults.items()}
+
+    def _core_config(self, write_goals: bool) -> DriverConfig:
+        return DriverConfig(write_goals=write_goals)
+
+    def start_core(self) -> None:
+        self.core.start()
+
+    def _tick(self) -> None:
+        result = self.core.cycle()
+        if result.sample is not None:
+            self.state_pub.publish(self._joint_state(result.sample))
+
+    def _joint_state(self, sample: JointSample) -> JointState:
+        msg = JointState()
+        msg.header.stamp = self.get_clock().now().to_msg()
+        msg.name = list(sample.names)
+        msg.position = sample.position.tolist()
+        msg.velocity = sample.velocity.tolist()
+        msg.effort = sample.effort.tolist()
+        return msg
+
+    def _publish_diagnostics(self) -> None:
+        msg = DiagnosticArray()
+        msg.header.stamp = self.get_clock().now().to_msg()
+        for entry in self.core.diagnostics(self.get_name()):
+            msg.status.append(DiagnosticStatus(
+                level=bytes([int(entry.level)]), name=entry.name, message=entry.message,
+                hardware_id=entry.hardware_id, values=[KeyValue(key=k, value=v) for k, v in entry.values.items()]))
+        self.diag_pub.publish(msg)
+
+    def close(self) -> None:
+        """Release the port and stop forwarding logs (idempotent)."""
+        if getattr(self, "core", None) is not None and self._started:
+            self.core.stop()
+        logging.getLogger("so101_driver").removeHandler(self._log_handler)
+
+
+class DriverNode(ArmNode):
+    """The follower: also takes ``joint_command`` and offers ``~/enable_torque`` / ``~/disable_torque``."""
+
+    def __init__(self, **kwargs: object) -> None:
+        self._torque_on_start = False
+        self._configure = False
+        super().__init__("so101_driver", write_goals=True, **kwargs)
+        self.create_subscription(JointState, "joint_command", self._on_command, 10)
+        self.create_service(Trigger, "~/enable_torque", lambda req, res: self._torque(True, res))
+        self.create_service(Trigger, "~/disable_torque", lambda req, res: self._torque(False, res))
+
+    def _core_config(self, write_goals: bool) -> DriverConfig:
+        p = self._declare(configure_servos=False, torque_on_start=True)
+        self._torque_on_start = bool(p["torque_on_start"])
+        return DriverConfig(write_goals=write_goals, configure_servos=bool(p["configure_servos"]))
+
+    def start_core(self) -> None:
+        self.core.start(torque_on=self._torque_on_start)
+        self.get_logger().info(f"driver running, torque {'on' if self.core.torque_enabled else 'off'}")
+
+    def _on_command(self, msg: JointState) -> None:
+        try:
+            result = self.core.command(list(msg.name), list(msg.position))
+        except CommandRejected as err:
+            self.get_logger().warning(f"joint_command rejected: {err}")
+            return
+        if result.clamped:
+            self.get_logger().warning(f"joint_command clamped to the calibrated range: {list(result.clamped)}",
+                                      throttle_duration_sec=1.0)
+
+    def _torque(self, enabled: bool, response: Trigger.Response) -> Trigger.Response:
+        try:
+            self.core.set_torque(enabled)
+        except DriverError as err:
+            response.success, response.message = False, f"torque {'on' if enabled else 'off'} failed: {err}"
+            self.get_logger().error(response.message)
+            return response
+        response.success, response.message = True, f"torque {'on' if enabled else 'off'}"
+        self.get_logger().info(response.message)
+        return response
+
+
+def run_node(factory: type[ArmNode], args: Sequence[str] | None = None) -> int:
+    """Init rclpy, spin ``factory()`` until Ctrl-C/SIGTERM, release the port; exit code."""
+    rclpy.init(args=list(args) if args is not None else None)
+    node: ArmNode | None = None
+    try:
+        node = factory()
+        rclpy.spin(node)
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    except DriverError as err:
+        logging.getLogger("so101_driver").error("%s", err)
+        print(f"so101_driver: {err}", file=sys.stderr)
+        return 1
+    finally:
+        if node is not None:
+            node.close()
+            node.destroy_node()
+        rclpy.try_shutdown()
+    return 0
+
+
+def main(args: Sequence[str] | None = None) -> int:
+    return run_node(DriverNode, args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,248 @@
+"""Cross-process tests of the driver and leader nodes over real DDS (loopback, private domain).
+
+Three processes: a virtual SO-101 on a pty (``kinematic_arm.py``: the real STS3215 protocol, joints
+moving toward their goals while torque is on, faults through a control socket), the node under test
+(``python -m so101_driver.driver_node``), and this test process publishing ``/joint_command``,
+listening to ``/joint_states`` and ``/diagnostics`` and calling the torque services.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import rclpy
+from diagnostic_msgs.msg import DiagnosticArray
+from rclpy.context import Context
+from rclpy.executors import SingleThreadedExecutor
+from rclpy.node import Node
+from sensor_msgs.msg import JointState
+from std_srvs.srv import Trigger
+
+from so101_description.joints import JOINT_NAMES
+from so101_testing import NodeProcess, private_ros_env, wait_for
+from so101_virtual.faults import send_fault_command
+
+pytestmark = pytest.mark.slow
+
+ARM_SCRIPT = Path(__file__).parent / "kinematic_arm.py"
+
+
+class VirtualArmProcess:
+    def __init__(self, folder: Path) -> None:
+        self.link = folder / "arm"
+        self.faults = folder / "faults.sock"
+        self.calibration = folder / "calibration.json"
+        self.log = open(folder / "arm.log", "wb")
+        self.process = subprocess.Popen(
+            [sys.executable, str(ARM_SCRIPT), "--link", str(self.link), "--faults-socket", str(self.faults),
+             "--calibration-out", str(self.calibration)],
+            stdout=self.log, stderr=subprocess.STDOUT, env=private_ros_env())
+        assert wait_for(lambda: self.link.exists() and self.faults.exists(), timeout=20), self.output()
+
+    def fault(self, **command: object) -> dict:
+        return send_fault_command(str(self.faults), command)
+
+    def output(self) -> str:
+        self.log.flush()
+        return Path(self.log.name).read_text(errors="replace")
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+        self.log.close()
+
+
+class Client:
+    """This process's side of the graph."""
+
+    def __init__(self, state_topic: str = "/joint_states", node_name: str = "so101_driver") -> None:
+        self.context = Context()
+        rclpy.init(context=self.context)
+        self.node = Node("driver_test_client", context=self.context)
+        self.lock = threading.Lock()
+        self.states: list[JointState] = []
+        self.diagnostics: dict[str, tuple[int, str, dict[str, str]]] = {}
+        self.node.create_subscription(JointState, state_topic, self._on_state, 50)
+        self.node.create_subscription(DiagnosticArray, "/diagnostics", self._on_diag, 50)
+        self.command_pub = self.node.create_publisher(JointState, "/joint_command", 10)
+        self.enable = self.node.create_client(Trigger, f"/{node_name}/enable_torque")
+        self.disable = self.node.create_client(Trigger, f"/{node_name}/disable_torque")
+        self.executor = SingleThreadedExecutor(context=self.context)
+        self.executor.add_node(self.node)
+        self.thread = threading.Thread(target=self.executor.spin, daemon=True)
+        self.thread.start()
+
+    def _on_state(self, msg: JointState) -> None:
+        with self.lock:
+            self.states.append(msg)
+
+    def _on_diag(self, msg: DiagnosticArray) -> None:
+        with self.lock:
+            for s in msg.status:
+                level = s.level[0] if isinstance(s.level, bytes) else int(s.level)
+                self.diagnostics[s.name] = (level, s.message, {kv.key: kv.value for kv in s.values})
+
+    def latest(self) -> JointState | None:
+        with self.lock:
+            return self.states[-1] if self.states else None
+
+    def position(self, joint: str) -> float:
+        msg = self.latest()
+        return float("nan") if msg is None else msg.position[list(msg.name).index(joint)]
+
+    def diag(self, suffix: str) -> tuple[int, str, dict[str, str]] | None:
+        with self.lock:
+            return next((v for k, v in self.diagnostics.items() if k.endswith(suffix)), None)
+
+    def command(self, names: list[str], positions: list[float]) -> None:
+        msg = JointState()
+        msg.header.stamp = self.node.get_clock().now().to_msg()
+        msg.name, msg.position = names, positions
+        self.command_pub.publish(msg)
+
+    def call(self, client, timeout: float = 10.0) -> Trigger.Response:
+        assert client.wait_for_service(timeout_sec=timeout), "service not available"
+        future = client.call_async(Trigger.Request())
+        assert wait_for(future.done, timeout=timeout)
+        return future.result()
+
+    def close(self) -> None:
+        self.executor.shutdown()
+        self.node.destroy_node()
+        rclpy.try_shutdown(context=self.context)
+
+
+@pytest.fixture
+def arm(tmp_path):
+    arm = VirtualArmProcess(tmp_path)
+    yield arm
+    arm.stop()
+
+
+@pytest.fixture
+def client():
+    client = Client()
+    yield client
+    client.close()
+
+
+def _driver(arm: VirtualArmProcess, *extra: str) -> NodeProcess:
+    return NodeProcess("so101_driver.driver_node", [
+        "--ros-args", "-p", f"port:={arm.link}", "-p", f"calibration_file:={arm.calibration}",
+        "-p", "rate_hz:=100.0", "-p", "diagnostics_rate_hz:=10.0", *extra])
+
+
+def test_driver_follows_commands_reports_faults_and_recovers(arm, client):
+    with _driver(arm) as node:
+        assert wait_for(lambda: client.latest() is not None, timeout=30), node.output()
+        first = client.latest()
+        assert list(first.name) == list(JOINT_NAMES)
+        assert len(first.position) == len(first.velocity) == len(first.effort) == 6
+        assert first.header.stamp.sec > 0
+        assert abs(client.position("elbow_flex")) < 0.01  # held where it was (mid-range)
+
+        # a partial command moves the named joints; joint_states follow
+        client.command(["elbow_flex", "gripper"], [0.5, 1.2])
+        assert wait_for(lambda: abs(client.position("elbow_flex") - 0.5) < 0.01
+                        and abs(client.position("gripper") - 1.2) < 0.01, timeout=10), node.output()
+        assert abs(client.position("shoulder_pan")) < 0.01
+
+        # rate: about rate_hz
+        with client.lock:
+            count = len(client.states)
+        time.sleep(1.0)
+        with client.lock:
+            rate = len(client.states) - count
+        assert 60 <= rate <= 130, rate
+
+        # an unplugged servo shows in /diagnostics; the others keep working
+        arm.fault(op="unplug", id=3)
+        assert wait_for(lambda: (d := client.diag(": elbow_flex")) is not None and d[0] == 2, timeout=10)
+        level, message, values = client.diag(": elbow_flex")
+        assert "servo 3" in message and values["servo_id"] == "3"
+        assert client.diag(": bus")[0] == 1 and "elbow_flex" in client.diag(": bus")[1]
+        client.command(["shoulder_pan"], [-0.3])
+        assert wait_for(lambda: abs(client.position("shoulder_pan") + 0.3) < 0.01, timeout=10)
+        # ... and it recovers when the servo answers again
+        arm.fault(op="plug", id=3)
+        assert wait_for(lambda: client.diag(": elbow_flex")[0] == 0, timeout=10), node.output()
+        assert wait_for(lambda: abs(client.position("elbow_flex") - 0.5) < 0.01, timeout=5)
+
+        # forced error bits (overload) are decoded into the joint's diagnostics
+        arm.fault(op="error_bits", id=2, bits=32)
+        assert wait_for(lambda: "OVERLOAD" in client.diag(": shoulder_lift")[1], timeout=10)
+        arm.fault(op="clear")
+
+        # malformed commands are rejected with a logged reason; the node keeps running
+        client.command(["elbow_flex", "wrist_flex"], [0.1])
+        client.command(["elbow_flex"], [float("nan")])
+        client.command(["elbow"], [0.1])
+        assert wait_for(lambda: node.output().count("joint_command rejected") >= 3, timeout=10), node.output()
+        out = node.output()
+        assert "2 names but 1 positions" in out and "non-finite" in out and "unknown joints" in out
+        assert node.alive()
+        client.command(["elbow_flex"], [-0.4])
+        assert wait_for(lambda: abs(client.position("elbow_flex") + 0.4) < 0.01, timeout=10)
+        assert client.diag(": bus")[2]["commands_rejected"] == "3" or wait_for(
+            lambda: client.diag(": bus")[2]["commands_rejected"] == "3", timeout=5)
+
+        # torque services: off → commands no longer move the arm; on → the arm holds where it is
+        response = client.call(client.disable)
+        assert response.success, response.message
+        assert wait_for(lambda: client.diag(": bus")[2]["torque_enabled"] == "False", timeout=5)
+        client.command(["elbow_flex"], [0.6])
+        time.sleep(0.3)
+        assert abs(client.position("elbow_flex") + 0.4) < 0.01
+        response = client.call(client.enable)
+        assert response.success, response.message
+        time.sleep(0.3)
+        assert abs(client.position("elbow_flex") + 0.4) < 0.01  # no jump to the stale 0.6 goal
+        client.command(["elbow_flex"], [0.2])
+        assert wait_for(lambda: abs(client.position("elbow_flex") - 0.2) < 0.01, timeout=10)
+
+        # torque on fails cleanly (with the reason) while a servo is missing
+        arm.fault(op="unplug", id=5)
+        response = client.call(client.enable)
+        assert not response.success and "servo 5" in response.message
+        arm.fault(op="clear")
+    assert node.process.returncode == 0, node.log_path.read_text()
+
+
+def test_driver_releases_the_port_on_shutdown(arm, client):
+    for _ in range(2):  # the second driver can only open the port if the first released it
+        with _driver(arm) as node:
+            assert wait_for(lambda: client.latest() is not None, timeout=30), node.output()
+        assert node.process.returncode == 0, node.log_path.read_text()
+        with client.lock:
+            client.states.clear()
+
+
+def test_driver_exits_with_a_clear_error_on_bad_calibration(arm, tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text("{}")
+    with NodeProcess("so101_driver.driver_node", ["--ros-args", "-p", f"port:={arm.link}",
+                                                  "-p", f"calibration_file:={bad}"]) as node:
+        assert wait_for(lambda: not node.alive(), timeout=30)
+    assert node.process.returncode == 1
+    assert "missing motors" in node.log_path.read_text()
+
+
+def test_leader_node_publishes_leader_joint_states(arm):
+    client = Client(state_topic="/leader/joint_states", node_name="so101_leader")
+    try:
+        with NodeProcess("so101_driver.leader_node", [
+                "--ros-args", "-p", f"port:={arm.link}", "-p", f"calibration_file:={arm.calibration}",
+                "-p", "rate_hz:=50.0"]) as node:
+            assert wait_for(lambda: client.latest() is not None, timeout=30), node.output()
+            assert list(client.latest().name) == list(JOINT_NAMES)
+            assert "torque off" in node.output()
+    finally:
+        client.close()

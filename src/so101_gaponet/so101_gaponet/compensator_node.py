@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import rclpy
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from rclpy.exceptions import ParameterUninitializedException
 from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from rclpy.parameter import Parameter
@@ -37,7 +38,10 @@ class CompensatorNode(Node):
         self.declare_parameter("diagnostics_period", 1.0)
         joints = tuple(self.get_parameter("joints").value)
         model_path = str(self.get_parameter("model_path").value)
-        bounds = self.get_parameter("delta_bounds").value
+        try:
+            bounds = self.get_parameter("delta_bounds").value
+        except ParameterUninitializedException:  # not given: the model's own bounds
+            bounds = None
         model = load_model(model_path, joints=joints, rate_hz=float(self.get_parameter("rate_hz").value)) if model_path else None
         self.core = Compensator(CompensatorConfig(joints=joints, enabled=bool(self.get_parameter("enabled").value),
                                                   delta_bounds=tuple(bounds) if bounds else None), model)

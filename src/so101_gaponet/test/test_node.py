@@ -1,0 +1,95 @@
+"""Cross-process: the compensator node (child process, shipped model) against a real rclpy peer."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import rclpy
+from diagnostic_msgs.msg import DiagnosticArray
+from rclpy.executors import SingleThreadedExecutor
+from sensor_msgs.msg import JointState
+from std_srvs.srv import SetBool
+
+from so101_description.joints import JOINT_NAMES
+from so101_gaponet.model_file import load_model
+from so101_testing import NodeProcess, wait_for
+
+from .conftest import SHIPPED_MODEL
+
+
+@pytest.fixture()
+def peer():
+    rclpy.init()
+    node = rclpy.create_node("gaponet_test_peer")
+    executor = SingleThreadedExecutor()
+    executor.add_node(node)
+    yield node, executor
+    node.destroy_node()
+    rclpy.shutdown()
+
+
+def _msg(values: np.ndarray) -> JointState:
+    msg = JointState()
+    msg.name = list(JOINT_NAMES)
+    msg.position = [float(v) for v in values]
+    return msg
+
+
+def test_node_compensates_within_bounds_and_passes_through_when_disabled(peer) -> None:
+    node, executor = peer
+    bounds = np.array(load_model(SHIPPED_MODEL).metadata.delta_bounds)
+    outputs: list[JointState] = []
+    diagnostics: list[DiagnosticArray] = []
+    node.create_subscription(JointState, "/gaponet/joint_command", outputs.append, 10)
+    node.create_subscription(DiagnosticArray, "/diagnostics", diagnostics.append, 10)
+    commands = node.create_publisher(JointState, "/policy/joint_command", 10)
+    states = node.create_publisher(JointState, "/joint_states", 10)
+    enable = node.create_client(SetBool, "/gaponet_compensator/enable")
+    args = ["--ros-args", "-p", f"model_path:={SHIPPED_MODEL}", "-p", "diagnostics_period:=0.2"]
+
+    def spin_until(predicate, timeout: float = 20.0) -> bool:
+        return wait_for(lambda: executor.spin_once(timeout_sec=0.01) or predicate(), timeout=timeout, interval=0.0)
+
+    with NodeProcess("so101_gaponet.compensator_node", args) as proc:
+        assert spin_until(lambda: commands.get_subscription_count() > 0 and enable.service_is_ready()), proc.output()
+        measured = np.array([0.0, -0.2, 0.3, 0.1, 0.0, 0.2])
+        command = measured + 0.05  # the policy asks for a move: the model should lead it
+
+        def step() -> None:
+            states.publish(_msg(measured))
+            executor.spin_once(timeout_sec=0.005)
+            commands.publish(_msg(command))
+
+        def compensated_output() -> bool:
+            step()
+            return bool(outputs) and not np.allclose(outputs[-1].position, command)
+
+        assert spin_until(compensated_output), proc.output()
+        out = outputs[-1]
+        assert list(out.name) == list(JOINT_NAMES)
+        delta = np.array(out.position) - command
+        assert np.all(np.abs(delta) <= bounds + 1e-9) and np.abs(delta).max() > 0
+
+        future = enable.call_async(SetBool.Request(data=False))
+        assert spin_until(future.done) and future.result().success
+        outputs.clear()
+
+        def passthrough_output() -> bool:
+            step()
+            return bool(outputs) and np.allclose(outputs[-1].position, command, atol=0, rtol=0)
+
+        assert spin_until(passthrough_output), proc.output()
+        assert spin_until(lambda: any(s.values and dict((v.key, v.value) for v in s.values).get("mode") == "disabled"
+                                      for d in diagnostics for s in d.status))
+        status = {v.key: v.value for v in diagnostics[-1].status[0].values}
+        assert status["model_kind"] == "deeponet" and float(status["latency_p99_us"]) > 0
+        assert proc.alive()
+    assert proc.process.returncode == 0, proc.output()
+
+
+def test_node_refuses_a_model_that_does_not_fit() -> None:
+    args = ["--ros-args", "-p", f"model_path:={SHIPPED_MODEL}", "-p", "rate_hz:=100.0"]
+    with NodeProcess("so101_gaponet.compensator_node", args) as proc:
+        assert wait_for(lambda: not proc.alive(), timeout=30)
+        assert proc.process.returncode != 0
+        assert "node runs at 100.0 Hz" in proc.output()

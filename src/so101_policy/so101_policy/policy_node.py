@@ -1,0 +1,278 @@
+"""``policy`` node: a learned policy driving ``/policy/joint_command`` at a fixed rate.
+
+Subscribes ``/joint_states`` (sensor_msgs/JointState, rad; any joint order) and, only for the cameras
+the policy needs, the ``sensor_msgs/Image`` topics named in ``image_topics``; publishes
+``/policy/joint_command`` (JointState, rad, stamped, names = the joint spec) from a timer at
+``rate_hz``, and its state on ``/diagnostics``. Inference runs in a worker thread
+(:class:`so101_policy.runner.AsyncPolicyRunner`); the timer only pops the action queue.
+
+Parameters
+----------
+policy_path (str)            LeRobot ``pretrained_model`` dir, TorchScript or ONNX file
+policy_kind (str)            auto | lerobot | torchscript | onnx
+rate_hz (float)              control/publish rate (0: the policy's own rate from its metadata, else 30)
+device (str)                 torch device for LeRobot/TorchScript (cpu, cuda, cuda:0)
+image_topics (str[])         ``observation.images.<cam>=<topic>`` (or ``<cam>=<topic>``) pairs
+task (str)                   task string for language-conditioned policies
+autostart (bool)             start running (true) or stopped, waiting for ``~/start`` (false)
+on_miss (str)                hold | none: what a tick does when inference is late and the queue is empty
+n_action_steps (int)         actions used per chunk (0: the policy's ``n_action_steps``)
+refill_threshold (int)       request inference when the queue holds this many or fewer (-1: auto)
+align_chunks (bool)          skip the actions whose time passed while the model ran
+max_observation_age_s (float) no new inference on a joint state older than this (0: no check)
+warmup (bool)                run one inference on a neutral observation at load time
+inference_delay_s (float)    extra delay after each inference (tests/demos: simulates a slow model)
+diagnostics_period_s (float) period of ``/diagnostics`` messages
+
+Services: ``~/start``, ``~/stop`` (std_srvs/Trigger).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+import numpy as np
+import rclpy
+import rclpy.executors
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from rclpy.node import Node
+from rclpy.parameter import Parameter
+from rclpy.qos import qos_profile_sensor_data
+from sensor_msgs.msg import Image, JointState
+from std_srvs.srv import Trigger
+
+from so101_description.joints import JOINT_NAMES, JointSpecError, reorder
+from so101_policy.loaders import IMAGE_PREFIX, PolicyError, load_policy
+from so101_policy.runner import AsyncPolicyRunner, PolicyRunner
+
+__all__ = ["PolicyNode", "parse_image_topics", "image_msg_to_array", "main"]
+
+DEFAULT_RATE_HZ = 30.0
+
+
+def parse_image_topics(entries: Sequence[str] | None) -> dict[str, str]:
+    """``["front=/cam/front/image_raw", ...]`` → ``{"observation.images.front": "/cam/front/image_raw"}``."""
+    mapping: dict[str, str] = {}
+    for entry in entries or ():
+        entry = entry.strip()
+        if not entry:
+            continue
+        key, sep, topic = entry.partition("=")
+        key, topic = key.strip(), topic.strip()
+        if not sep or not key or not topic:
+            raise ValueError(f"image_topics entry {entry!r} is not 'observation.images.<cam>=<topic>'")
+        if not key.startswith(IMAGE_PREFIX):
+            key = IMAGE_PREFIX + key
+        if key in mapping:
+            raise ValueError(f"image_topics names {key!r} twice")
+        mapping[key] = topic
+    return mapping
+
+
+_CHANNELS = {"rgb8": 3, "bgr8": 3, "rgba8": 4, "bgra8": 4, "mono8": 1, "8UC1": 1, "8UC3": 3}
+
+
+def image_msg_to_array(msg: Image) -> np.ndarray:
+    """sensor_msgs/Image (rgb8, bgr8, rgba8, bgra8, mono8) → HxWx3 (or HxWx1) uint8, RGB."""
+    channels = _CHANNELS.get(msg.encoding)
+    if channels is None:
+        raise ValueError(f"image encoding {msg.encoding!r} not supported; use one of {sorted(_CHANNELS)}")
+    row = msg.width * channels
+    buf = np.frombuffer(bytes(msg.data), dtype=np.uint8)
+    if msg.step < row or buf.size < msg.step * msg.height:
+        raise ValueError(f"image data too short: {buf.size} bytes for {msg.height}x{msg.step}")
+    img = buf[: msg.step * msg.height].reshape(msg.height, msg.step)[:, :row].reshape(msg.height, msg.width, channels)
+    if msg.encoding in ("bgr8", "bgra8"):
+        img = img[:, :, 2::-1]
+    elif channels == 4:
+        img = img[:, :, :3]
+    return np.ascontiguousarray(img)
+
+
+class PolicyNode(Node):
+    def __init__(self, **kwargs) -> None:
+        super().__init__("policy", **kwargs)
+        p = self.declare_parameter
+        policy_path = p("policy_path", "").value
+        policy_kind = p("policy_kind", "auto").value
+        rate_hz = float(p("rate_hz", DEFAULT_RATE_HZ).value)
+        device = p("device", "cpu").value
+        image_entries = p("image_topics", Parameter.Type.STRING_ARRAY).value
+        task = p("task", "").value
+        autostart = bool(p("autostart", False).value)
+        on_miss = p("on_miss", "hold").value
+        n_action_steps = int(p("n_action_steps", 0).value)
+        refill_threshold = int(p("refill_threshold", -1).value)
+        align_chunks = bool(p("align_chunks", True).value)
+        max_age = float(p("max_observation_age_s", 0.5).value)
+        warmup = bool(p("warmup", True).value)
+        delay = float(p("inference_delay_s", 0.0).value)
+        diag_period = float(p("diagnostics_period_s", 1.0).value)
+
+        self.image_topics = parse_image_topics(image_entries)
+        model = load_policy(policy_path, policy_kind, device)
+        spec = model.spec
+        # only the cameras the policy wants; a needed one that is not mapped is an error
+        spec.require_images(list(self.image_topics))
+        unused = sorted(set(self.image_topics) - set(spec.image_features))
+        if unused:
+            self.get_logger().warning(f"image_topics {unused} are not inputs of this policy: not subscribed")
+        self.image_topics = {k: v for k, v in self.image_topics.items() if k in spec.image_features}
+        runner = PolicyRunner(model, task=task)
+        if warmup:
+            neutral = {k: np.zeros((s[1], s[2], 3), np.uint8) for k, s in spec.image_features.items()}
+            runner.infer(np.zeros(len(JOINT_NAMES)), neutral)
+            runner.reset()
+        if rate_hz <= 0:
+            rate_hz = spec.rate_hz or DEFAULT_RATE_HZ
+        if spec.rate_hz and abs(spec.rate_hz - rate_hz) > 1e-6:
+            self.get_logger().warning(f"rate_hz {rate_hz:g} differs from the rate the policy was trained at "
+                                      f"({spec.rate_hz:g} Hz): chunks will play back at the wrong speed")
+        self.rate_hz = rate_hz
+        self.runner = AsyncPolicyRunner(runner, n_action_steps=n_action_steps or None,
+                                        refill_threshold=refill_threshold, on_miss=on_miss,
+                                        align_chunks=align_chunks, max_observation_age_s=max_age,
+                                        extra_latency_s=delay)
+        self.policy_path = str(policy_path)
+
+        self.pub = self.create_publisher(JointState, "/policy/joint_command", 10)
+        self.diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
+        self.create_subscription(JointState, "/joint_states", self._on_joint_state, 10)
+        for key, topic in self.image_topics.items():
+            self.create_subscription(Image, topic, lambda msg, k=key: self._on_image(k, msg), qos_profile_sensor_data)
+        self.create_service(Trigger, "~/start", self._on_start)
+        self.create_service(Trigger, "~/stop", self._on_stop)
+        self.timer = self.create_timer(1.0 / rate_hz, self._on_tick)
+        self.diag_timer = self.create_timer(diag_period, self._publish_diagnostics)
+        self.published = 0
+        self.bad_joint_states = 0
+        self.bad_images = 0
+        self._images_seen: set[str] = set()
+        self._last_reported = (0, 0)  # (missed, errors) at the previous diagnostics message
+        if autostart:
+            self.runner.start()
+        d = self.runner.describe()
+        self.get_logger().info(
+            f"policy {d['policy_type']} ({d['kind']}) from {self.policy_path}: units {d['units']}, chunk "
+            f"{d['chunk_size']} (using {d['n_action_steps_used']}, refill at {d['refill_threshold']}), "
+            f"{rate_hz:g} Hz, images {self.image_topics or 'none'}; {'running' if autostart else 'stopped: call ~/start'}")
+
+    # ---------------------------------------------------------------- inputs
+    def _on_joint_state(self, msg: JointState) -> None:
+        try:
+            self.runner.set_positions(reorder(msg.name, msg.position))
+        except (JointSpecError, ValueError) as err:
+            self.bad_joint_states += 1
+            self.get_logger().warning(f"ignoring /joint_states: {err}", throttle_duration_sec=5.0)
+
+    def _on_image(self, key: str, msg: Image) -> None:
+        try:
+            self.runner.set_image(key, image_msg_to_array(msg))
+            self._images_seen.add(key)
+        except ValueError as err:
+            self.bad_images += 1
+            self.get_logger().warning(f"ignoring image for {key}: {err}", throttle_duration_sec=5.0)
+
+    # ---------------------------------------------------------------- control
+    def _on_tick(self) -> None:
+        result = self.runner.tick()
+        if result.action is None:
+            return
+        msg = JointState()
+        msg.header.stamp = self.get_clock().now().to_msg()
+        msg.name = list(JOINT_NAMES)
+        msg.position = result.action.tolist()
+        self.pub.publish(msg)
+        self.published += 1
+
+    def _on_start(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
+        was_running = self.runner.running
+        self.runner.start()
+        waiting = self.runner.stats().observation_age_s == float("inf")
+        response.success = True
+        response.message = ("restarted" if was_running else "started") + \
+            (": waiting for /joint_states" if waiting else "")
+        self.get_logger().info(f"policy {response.message}")
+        return response
+
+    def _on_stop(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
+        was_running = self.runner.running
+        self.runner.stop()
+        response.success = True
+        response.message = "stopped" if was_running else "already stopped"
+        self.get_logger().info(f"policy {response.message}")
+        return response
+
+    # ---------------------------------------------------------------- diagnostics
+    def _publish_diagnostics(self) -> None:
+        s = self.runner.stats()
+        status = DiagnosticStatus()
+        status.name = f"{self.get_name()}: policy"
+        status.hardware_id = self.policy_path
+        missing_images = [k for k in self.image_topics if k not in self._images_seen]
+        new_misses = s.missed - self._last_reported[0]
+        new_errors = s.errors - self._last_reported[1]
+        self._last_reported = (s.missed, s.errors)
+        if not s.running:
+            status.level, status.message = DiagnosticStatus.OK, "stopped"
+        elif new_errors:
+            status.level, status.message = DiagnosticStatus.ERROR, f"inference failing: {s.last_error}"
+        elif s.observation_age_s == float("inf"):
+            status.level, status.message = DiagnosticStatus.WARN, "waiting for /joint_states"
+        elif missing_images:
+            status.level, status.message = DiagnosticStatus.WARN, f"waiting for images {missing_images}"
+        elif self.runner.max_observation_age_s > 0 and s.observation_age_s > self.runner.max_observation_age_s:
+            status.level, status.message = DiagnosticStatus.WARN, f"/joint_states stale ({s.observation_age_s:.2f} s)"
+        elif new_misses:
+            status.level, status.message = DiagnosticStatus.WARN, f"inference late: {new_misses} missed tick(s)"
+        else:
+            status.level, status.message = DiagnosticStatus.OK, "running"
+        values = {
+            "running": s.running, "rate_hz": self.rate_hz, "published": self.published,
+            "queue_depth": s.queue_depth, "inference_pending": s.pending,
+            "inference_latency_last_ms": f"{s.latency_last_ms:.2f}", "inference_latency_p50_ms": f"{s.latency_p50_ms:.2f}",
+            "inference_latency_p99_ms": f"{s.latency_p99_ms:.2f}", "inference_latency_max_ms": f"{s.latency_max_ms:.2f}",
+            "inferences": s.inferences, "inference_errors": s.errors, "missed_ticks": s.missed,
+            "waiting_ticks": s.waiting, "ticks": s.ticks, "dropped_stale_actions": s.dropped_stale,
+            "observation_age_s": f"{s.observation_age_s:.3f}", "bad_joint_states": self.bad_joint_states,
+            "bad_images": self.bad_images, "last_error": s.last_error,
+            "policy_type": self.runner.spec.policy_type, "policy_kind": self.runner.spec.kind,
+            "chunk_size": self.runner.spec.chunk_size, "n_action_steps": self.runner.n_action_steps,
+        }
+        status.values = [KeyValue(key=k, value=str(v).lower() if isinstance(v, bool) else str(v))
+                         for k, v in values.items()]
+        msg = DiagnosticArray()
+        msg.header.stamp = self.get_clock().now().to_msg()
+        msg.status = [status]
+        self.diag_pub.publish(msg)
+
+    def destroy_node(self) -> None:
+        self.runner.close()
+        super().destroy_node()
+
+
+def main(args: Sequence[str] | None = None) -> int:
+    rclpy.init(args=args)
+    node = None
+    code = 0
+    try:
+        try:
+            node = PolicyNode()
+        except Exception as err:  # load/validation errors: one clear line, no traceback for the known ones
+            kind = "" if isinstance(err, (PolicyError, JointSpecError, ValueError)) else f"{type(err).__name__}: "
+            print(f"policy_node: error: {kind}{err}", file=sys.stderr, flush=True)
+            return 1
+        rclpy.spin(node)
+    except (KeyboardInterrupt, rclpy.executors.ExternalShutdownException):
+        pass
+    finally:
+        if node is not None:
+            node.destroy_node()
+        if rclpy.ok():
+            rclpy.try_shutdown()
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,210 @@
+"""Cross-process tests of the policy node over real DDS (loopback, private domain).
+
+The node runs in a child process (``python -m so101_policy.policy_node``); this process publishes
+``/joint_states`` (+ a camera for the ACT), listens to ``/policy/joint_command`` and ``/diagnostics`` and
+calls ``~/start`` / ``~/stop``. Timing assertions are generous: they catch a stalled or halved rate,
+not jitter.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pytest
+import rclpy
+from diagnostic_msgs.msg import DiagnosticArray
+from rclpy.context import Context
+from rclpy.executors import SingleThreadedExecutor
+from rclpy.node import Node
+from sensor_msgs.msg import Image, JointState
+from std_srvs.srv import Trigger
+
+from so101_description.joints import JOINT_NAMES
+from so101_policy.tiny import make_offset_onnx
+from so101_testing import NodeProcess, wait_for
+
+pytestmark = pytest.mark.slow
+
+MODULE = "so101_policy.policy_node"
+Q = [0.1, -0.2, 0.3, -0.4, 0.5, 0.6]
+
+
+class Client:
+    """This process's side: joint-state (+ image) publisher, command/diagnostics recorder, service caller."""
+
+    def __init__(self, image_topic: str | None = None) -> None:
+        self.context = Context()
+        rclpy.init(context=self.context)
+        self.node = Node("policy_test_client", context=self.context)
+        self.commands: list[tuple[float, JointState]] = []
+        self.diagnostics: list[dict[str, str]] = []
+        self.lock = threading.Lock()
+        self.node.create_subscription(JointState, "/policy/joint_command", self._on_command, 50)
+        self.node.create_subscription(DiagnosticArray, "/diagnostics", self._on_diag, 10)
+        self.js_pub = self.node.create_publisher(JointState, "/joint_states", 10)
+        self.image_pub = self.node.create_publisher(Image, image_topic, 10) if image_topic else None
+        self.node.create_timer(0.02, self._publish_state)
+        if self.image_pub is not None:
+            self.node.create_timer(0.1, self._publish_image)
+        self.start_cli = self.node.create_client(Trigger, "/policy/start")
+        self.stop_cli = self.node.create_client(Trigger, "/policy/stop")
+        self.executor = SingleThreadedExecutor(context=self.context)
+        self.executor.add_node(self.node)
+        self.thread = threading.Thread(target=self.executor.spin, daemon=True)
+        self.thread.start()
+
+    def _publish_state(self) -> None:
+        msg = JointState()
+        msg.header.stamp = self.node.get_clock().now().to_msg()
+        msg.name = list(reversed(JOINT_NAMES))  # any order: the node reorders by name
+        msg.position = list(reversed(Q))
+        self.js_pub.publish(msg)
+
+    def _publish_image(self) -> None:
+        msg = Image(height=48, width=64, encoding="rgb8", step=64 * 3)
+        msg.data = (np.arange(48 * 64 * 3) % 256).astype(np.uint8).tobytes()
+        self.image_pub.publish(msg)
+
+    def _on_command(self, msg: JointState) -> None:
+        with self.lock:
+            self.commands.append((time.monotonic(), msg))
+
+    def _on_diag(self, msg: DiagnosticArray) -> None:
+        for status in msg.status:
+            if status.name.endswith(": policy"):
+                with self.lock:
+                    self.diagnostics.append({"level": int.from_bytes(status.level, "little")
+                                             if isinstance(status.level, bytes) else int(status.level),
+                                             "message": status.message,
+                                             **{kv.key: kv.value for kv in status.values}})
+
+    def count(self) -> int:
+        with self.lock:
+            return len(self.commands)
+
+    def since(self, t0: float) -> list[tuple[float, JointState]]:
+        with self.lock:
+            return [c for c in self.commands if c[0] >= t0]
+
+    def call(self, client, timeout: float = 10.0) -> Trigger.Response:
+        assert client.wait_for_service(timeout_sec=timeout), f"service {client.srv_name} not available"
+        future = client.call_async(Trigger.Request())
+        assert wait_for(future.done, timeout), f"no answer from {client.srv_name}"
+        return future.result()
+
+    def close(self) -> None:
+        self.executor.shutdown()
+        self.node.destroy_node()
+        rclpy.shutdown(context=self.context)
+        self.thread.join(5.0)
+
+
+def node_args(**params) -> list[str]:
+    args = ["--ros-args"]
+    for key, value in params.items():
+        args += ["-p", f"{key}:={value}"]
+    return args
+
+
+def wait_ready(proc: NodeProcess, client: Client, timeout: float = 90.0) -> None:
+    ready = wait_for(lambda: client.start_cli.service_is_ready() or not proc.alive(), timeout, 0.1)
+    assert ready and proc.alive(), f"policy node did not come up:\n{proc.output()}"
+
+
+def rate_over(client: Client, seconds: float) -> tuple[list[tuple[float, JointState]], float]:
+    t0 = time.monotonic()
+    time.sleep(seconds)
+    window = client.since(t0)
+    return window, len(window) / seconds
+
+
+def test_act_node_start_stop_rate_and_diagnostics(tiny_act_dir):
+    client = Client(image_topic="/test_cam/image_raw")
+    proc = NodeProcess(MODULE, node_args(policy_path=str(tiny_act_dir), rate_hz=30.0, autostart="false",
+                                         image_topics="['front=/test_cam/image_raw']",
+                                         diagnostics_period_s=0.5))
+    try:
+        proc.start()
+        wait_ready(proc, client)
+        time.sleep(0.5)
+        assert client.count() == 0, "a stopped node must not publish"
+
+        response = client.call(client.start_cli)
+        assert response.success, response.message
+        assert wait_for(lambda: client.count() >= 5, 30.0), f"no commands after ~/start:\n{proc.output()}"
+        window, rate = rate_over(client, 2.0)
+        assert 20.0 <= rate <= 40.0, f"published {rate:.1f} Hz, configured 30 Hz"
+        gaps = np.diff([t for t, _ in window])
+        assert gaps.max() < 0.3, f"publish gap {gaps.max():.3f} s"
+        msg = window[-1][1]
+        assert list(msg.name) == list(JOINT_NAMES)
+        assert len(msg.position) == 6 and np.all(np.isfinite(msg.position))
+        assert max(abs(p) for p in msg.position) < 2 * np.pi  # rad, not degrees
+        stamps = [m.header.stamp.sec + 1e-9 * m.header.stamp.nanosec for _, m in window]
+        assert np.all(np.diff(stamps) > 0) and stamps[0] > 0
+
+        assert wait_for(lambda: any(d.get("running") == "true" for d in client.diagnostics), 5.0)
+        diag = [d for d in client.diagnostics if d.get("running") == "true"][-1]
+        for key in ("inference_latency_p50_ms", "queue_depth", "missed_ticks", "inferences"):
+            assert key in diag, diag
+        assert int(diag["inferences"]) >= 1 and float(diag["inference_latency_p50_ms"]) > 0
+        assert diag["policy_type"] == "act" and diag["chunk_size"] == "10"
+
+        assert client.call(client.stop_cli).success
+        time.sleep(0.3)  # in-flight messages
+        stopped_at = client.count()
+        time.sleep(0.7)
+        assert client.count() == stopped_at, "publishing went on after ~/stop"
+        assert client.call(client.start_cli).success
+        assert wait_for(lambda: client.count() >= stopped_at + 5, 30.0), "no commands after the restart"
+        assert proc.alive()
+    finally:
+        client.close()
+        proc.stop()
+
+
+def test_slow_model_does_not_lower_the_publish_rate(tmp_path):
+    """A 300 ms model behind a 50 Hz timer with 5-action chunks: the rate holds, the last action is held."""
+    model = make_offset_onnx(tmp_path / "offset.onnx", chunk_size=5, rate_hz=50)
+    client = Client()
+    proc = NodeProcess(MODULE, node_args(policy_path=str(model), rate_hz=50.0, autostart="true",
+                                         inference_delay_s=0.3, refill_threshold=1, align_chunks="false",
+                                         diagnostics_period_s=0.5))
+    try:
+        proc.start()
+        wait_ready(proc, client, timeout=30.0)
+        assert wait_for(lambda: client.count() >= 5, 20.0), f"no commands:\n{proc.output()}"
+        window, rate = rate_over(client, 2.0)
+        assert rate >= 35.0, f"published {rate:.1f} Hz with a slow model, configured 50 Hz"
+        gaps = np.diff([t for t, _ in window])
+        assert gaps.max() < 0.2, f"publish gap {gaps.max():.3f} s: the slow model stalled the timer"
+        positions = np.array([m.position for _, m in window])
+        held = np.sum(np.all(np.diff(positions, axis=0) == 0, axis=1))
+        assert held > len(window) // 3, "expected the last action to be held while the model runs"
+        assert wait_for(lambda: any(int(d.get("missed_ticks", 0)) > 0 for d in client.diagnostics), 5.0)
+        late = [d for d in client.diagnostics if int(d.get("missed_ticks", 0)) > 0][-1]
+        assert float(late["inference_latency_p50_ms"]) >= 300
+        assert any(d["message"].startswith("inference late") for d in client.diagnostics)
+        # whole chunks play (align_chunks off): measured state + 1..5 steps of 1° (units round trip over DDS)
+        assert positions[:, 0].min() == pytest.approx(Q[0] + np.radians(1.0), abs=1e-4)
+        assert positions[:, 0].max() == pytest.approx(Q[0] + np.radians(5.0), abs=1e-4)
+    finally:
+        client.close()
+        proc.stop()
+
+
+def test_node_exits_with_a_clear_error(tmp_path):
+    model = make_offset_onnx(tmp_path / "img.onnx", chunk_size=2, image_shape=(3, 8, 8))
+    for params, expected in (
+        ({"policy_path": str(tmp_path / "missing")}, "does not exist"),
+        ({"policy_path": str(model)}, "needs camera image(s) ['observation.images.front']"),
+    ):
+        proc = NodeProcess(MODULE, node_args(**params)).start()
+        try:
+            assert wait_for(lambda p=proc: not p.alive(), 30.0), "node kept running"
+            assert proc.process.returncode == 1
+            assert expected in proc.output(), proc.output()
+        finally:
+            proc.stop()

@@ -437,7 +437,7 @@ class DriverCore:
         })
         flags = decode_error_bits(fb.status | fb.error)
         if flags:
-            return DiagnosticEntry(f"{prefix}: {t.joint}", Level.ERROR if fb.error else Level.WARN,
+            return DiagnosticEntry(f"{prefix}: {t.joint}", Level.ERROR,
                                    "servo reports " + ", ".join(b.name for b in flags), f"servo {t.servo_id}", values)
         if fb.temperature >= self.config.temperature_warn_c:
             return DiagnosticEntry(f"{prefix}: {t.joint}", Level.WARN, f"hot: {fb.temperature} °C",

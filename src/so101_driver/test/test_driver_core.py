@@ -222,7 +222,7 @@ def test_status_bits_show_in_diagnostics(core, bus):
     bus.status[2] = 1 << 5  # overload
     core.cycle()
     entry = {d.name: d for d in core.diagnostics()}["so101_driver: shoulder_lift"]
-    assert entry.level == Level.WARN and "OVERLOAD" in entry.message
+    assert entry.level == Level.ERROR and "OVERLOAD" in entry.message
     assert entry.values["errors"] == "OVERLOAD"
 
 

@@ -54,7 +54,9 @@ STEPS_PER_TURN = 4096
 # EEPROM occupies addresses 0..EEPROM_END-1 (everything before Torque_Enable).
 EEPROM_END = Register.Torque_Enable.address
 
-# Factory values of an STS3215 (12 V version) as shipped; registers not listed start at 0.
+# Factory values of an STS3215 (12 V version) as shipped, after Feetech's memory table and LeRobot's
+# notes (Return_Delay_Time 250 = 500 us, P 32); registers not listed start at 0. Present_Position is
+# not listed: it always derives from the encoder reading and Homing_Offset.
 FACTORY_DEFAULTS: dict[Register, int] = {
     Register.Firmware_Major_Version: 3,
     Register.Firmware_Minor_Version: 10,
@@ -92,7 +94,6 @@ FACTORY_DEFAULTS: dict[Register, int] = {
     Register.Goal_Velocity: 0,
     Register.Torque_Limit: 1000,
     Register.Lock: 0,
-    Register.Present_Position: 2048,
     Register.Present_Voltage: 120,  # 12.0 V
     Register.Present_Temperature: 25,
     Register.Maximum_Acceleration: 0,

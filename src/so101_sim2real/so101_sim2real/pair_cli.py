@@ -1,0 +1,177 @@
+"""``so101 pair``: align real and sim runs (bags, SAGE folders, or the built-in MuJoCo) into a paired dataset.
+
+``--real`` is a bag, one SAGE real run folder, or a SAGE root holding many (every motion becomes one
+episode). ``--sim`` is a bag, a SAGE sim folder/root (motions matched by name), or ``mujoco``: the
+in-process MuJoCo backend replays each real command stream from the real initial state.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from so101_description.trajectory import JointTrajectory
+
+from . import sage
+from .align import AlignConfig, AlignmentError, ClockFit, align_episode
+from .dataset import DatasetError, PairedDataset
+
+__all__ = ["Run", "PairError", "load_runs", "pair_runs", "add_arguments", "run"]
+
+_LOG = logging.getLogger(__name__)
+MUJOCO = "mujoco"
+
+
+class PairError(ValueError):
+    """Inputs that cannot be paired: unknown format, missing topics or motions."""
+
+
+@dataclass
+class Run:
+    """One recorded run on its own clock, in SI units and the one joint order."""
+
+    name: str  # motion name (SAGE folder) or bag stem
+    state: JointTrajectory  # measured positions / velocities / efforts
+    command: JointTrajectory | None  # commanded positions, if recorded
+    window: tuple[float, float] | None = None  # part to keep on this run's clock (SAGE: MOTION_START..DISABLE)
+    metadata: dict[str, Any] = field(default_factory=dict)  # provenance for the episode's metadata
+
+
+def load_runs(path: str | Path, kind: str, state_topic: str, command_topic: str) -> list[Run]:
+    """A bag or SAGE folder/root → runs (one per motion)."""
+    path = Path(path)
+    if not path.exists():
+        raise PairError(f"{kind} input {path} does not exist")
+    if path.suffix == ".mcap" or (path / "metadata.yaml").is_file() or any(path.glob("*.mcap")):
+        return [_load_bag(path, kind, state_topic, command_topic)]
+    try:
+        folders = sage.list_motion_runs(path)
+    except sage.SageFormatError as err:
+        raise PairError(f"{path} is neither a bag nor a SAGE run folder: {err}") from err
+    return [_load_sage(folder, kind) for folder in folders]
+
+
+def pair_runs(real_runs: list[Run], sim: list[Run] | Callable[[Run], tuple[Run, ClockFit]],
+              config: AlignConfig, progress: bool = True) -> PairedDataset:
+    """Pair each real run with its sim run (same name, or the only one) or with a simulated replay."""
+    dataset = PairedDataset(rate_hz=config.rate_hz, metadata={"created_by": "so101 pair"})
+    by_name = {} if callable(sim) else {r.name: r for r in sim}
+    for real in tqdm(real_runs, desc="pairing", unit="episode", disable=not progress or len(real_runs) < 2):
+        clock = None
+        if callable(sim):
+            sim_run, clock = sim(real)
+        elif len(by_name) == 1 and len(real_runs) == 1:
+            sim_run = next(iter(by_name.values()))
+        elif real.name in by_name:
+            sim_run = by_name[real.name]
+        else:
+            raise PairError(f"no sim run for motion {real.name!r}; sim has {sorted(by_name)}")
+        metadata = {"motion": real.name, "real": real.metadata, "sim": sim_run.metadata}
+        metadata["real_effort_unsigned"] = bool(real.metadata.get("effort_unsigned"))
+        try:
+            episode = align_episode(_episode_name(real.name), real.state, sim_run.state, real.command,
+                                    sim_run.command, config, real.window, clock, metadata)
+        except AlignmentError as err:
+            raise PairError(f"motion {real.name}: {err}") from err
+        dataset.add(episode)
+    return dataset
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--real", required=True, type=Path, help="real run: bag, SAGE run folder or SAGE real root")
+    parser.add_argument("--sim", required=True, help="sim run: bag, SAGE sim folder/root, or 'mujoco'")
+    parser.add_argument("--out", required=True, type=Path, help="paired dataset folder to write")
+    parser.add_argument("--rate", type=float, default=50.0, help="grid rate of the dataset, Hz (default 50)")
+    parser.add_argument("--real-topic", default="/joint_states", help="real JointState topic in a bag")
+    parser.add_argument("--command-topic", default="/joint_command", help="real command topic in a bag")
+    parser.add_argument("--sim-topic", default="/isaac_joint_states", help="sim JointState topic in a bag")
+    parser.add_argument("--sim-command-topic", default="/isaac_joint_command", help="sim command topic in a bag")
+    parser.add_argument("--max-offset", type=float, default=None, help="bound on the clock offset searched, s")
+    parser.add_argument("--no-drift", action="store_true", help="fit a clock offset only, no drift")
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        config = AlignConfig(rate_hz=args.rate, max_offset_s=args.max_offset, fit_drift=not args.no_drift)
+        real_runs = load_runs(args.real, "real", args.real_topic, args.command_topic)
+        if args.sim == MUJOCO:
+            sim: list[Run] | Callable[[Run], tuple[Run, ClockFit]] = _mujoco_replayer()
+        else:
+            sim = load_runs(Path(args.sim), "sim", args.sim_topic, args.sim_command_topic)
+        dataset = pair_runs(real_runs, sim, config)
+        dataset.metadata.update({"real": str(args.real), "sim": str(args.sim)})
+        dataset.save(args.out)
+    except (PairError, AlignmentError, DatasetError, sage.SageFormatError) as err:
+        print(f"so101 pair: error: {err}")
+        return 1
+    print(f"wrote {len(dataset)} episode(s) at {dataset.rate_hz:g} Hz to {args.out}")
+    for episode in dataset:
+        clock = episode.metadata["clock"]
+        print(f"  {episode.name}: {len(episode)} samples, clock offset {clock['offset']:.6f} s, "
+              f"drift {clock['drift'] * 1e6:.1f} ppm ({clock['method']}, score {clock['score']:.3f})")
+    return 0
+
+
+# ----------------------------------------------------------------------------------------------- helpers
+
+
+def _load_sage(folder: Path, kind: str) -> Run:
+    recording = sage.read_run(folder, kind=kind)
+    command, state = sage.run_to_trajectories(recording)
+    start, stop = recording.event_time("MOTION_START"), recording.event_time("DISABLE")
+    window = (start, stop) if start is not None and stop is not None else None
+    parts = folder.resolve().parts
+    metadata = {"format": "sage", "path": str(folder), "robot": parts[-3] if len(parts) >= 3 else "",
+                "motion_source": parts[-2] if len(parts) >= 2 else "",
+                # SAGE's real torques are unsigned current estimates; its sim torques are signed
+                "effort_unsigned": kind == "real"}
+    return Run(folder.name, state, command, window, metadata)
+
+
+def _load_bag(path: Path, kind: str, state_topic: str, command_topic: str) -> Run:
+    from so101_recorder.bag_reader import Bag, read_joint_states
+    from so101_recorder.errors import RecorderError
+
+    try:
+        bag = Bag(path)
+        topics = bag.topics
+        if state_topic not in topics:
+            raise PairError(f"{kind} bag {path} has no topic {state_topic}; it has {sorted(topics)}")
+        state = read_joint_states(bag, state_topic)
+        command = read_joint_states(bag, command_topic) if command_topic in topics else None
+    except RecorderError as err:
+        raise PairError(f"cannot read {kind} bag {path}: {err}") from err
+    metadata = {"format": "bag", "path": str(path), "state_topic": state_topic,
+                "command_topic": command_topic if command is not None else None, "effort_unsigned": False}
+    return Run(path.stem, state, command, None, metadata)
+
+
+def _mujoco_replayer() -> Callable[[Run], tuple[Run, ClockFit]]:
+    """Replay each real command stream in the built-in MuJoCo backend, from the real initial state."""
+    try:
+        from .mujoco_backend import replay_trajectory  # type: ignore[attr-defined]
+    except ImportError as err:
+        raise PairError("--sim mujoco needs so101_sim2real.mujoco_backend.replay_trajectory, "
+                        f"which is not available yet: {err}") from err
+
+    def replay(real: Run) -> tuple[Run, ClockFit]:
+        if real.command is None:
+            raise PairError(f"real run {real.name} has no command stream to replay")
+        command = real.command if real.window is None else real.command.slice_time(*real.window)
+        state = replay_trajectory(command, initial_position=real.state.position[0])
+        # the replay is stamped on the real clock by construction: identity map
+        identity = ClockFit(0.0, 0.0, float(command.time[0]), 1.0, "mujoco replay (same clock)")
+        return Run(real.name, state, command, None, {"format": "mujoco"}), identity
+
+    return replay
+
+
+def _episode_name(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", name) or "episode"

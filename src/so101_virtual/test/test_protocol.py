@@ -59,6 +59,7 @@ def test_encode_rejects_bad_fields() -> None:
         encode_instruction(1, Instruction.WRITE, bytes(250))
 
 
+@settings(deadline=None)  # microseconds each; a loaded CI box must not fail them
 @given(st.lists(instructions, max_size=8))
 def test_instruction_round_trip(packets: list[InstructionPacket]) -> None:
     parser = PacketParser("instruction")
@@ -67,6 +68,7 @@ def test_instruction_round_trip(packets: list[InstructionPacket]) -> None:
     assert (parser.bad_checksums, parser.bad_lengths, parser.discarded_bytes) == (0, 0, 0)
 
 
+@settings(deadline=None)  # microseconds each; a loaded CI box must not fail them
 @given(st.lists(statuses, max_size=8), st.data())
 def test_status_round_trip_in_random_chunks(packets: list[StatusPacket], data: st.DataObject) -> None:
     stream = b"".join(p.encode() for p in packets)
@@ -80,7 +82,7 @@ def test_status_round_trip_in_random_chunks(packets: list[StatusPacket], data: s
     assert found == packets
 
 
-@settings(max_examples=300)
+@settings(max_examples=300, deadline=None)
 @given(st.binary(max_size=64), statuses)
 def test_resync_after_random_garbage(garbage: bytes, packet: StatusPacket) -> None:
     """Garbage, then a good packet: the good packet is always found (garbage may add spurious
@@ -93,6 +95,7 @@ def test_resync_after_random_garbage(garbage: bytes, packet: StatusPacket) -> No
     assert packet in found
 
 
+@settings(deadline=None)  # microseconds each; a loaded CI box must not fail them
 @given(statuses, st.integers(0, 255))
 def test_bad_checksum_is_counted_and_skipped(packet: StatusPacket, flip: int) -> None:
     good = packet.encode()

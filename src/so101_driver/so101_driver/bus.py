@@ -243,8 +243,11 @@ class FeetechBus:
         with self._lock:
             for attempt in range(1, tries + 1):
                 _discard_input(port)
-                value, comm, error = op()
-                port.is_using = False
+                try:
+                    with _os_errors_as_port_errors(self.port, what):
+                        value, comm, error = op()
+                finally:
+                    port.is_using = False
                 if comm == scs.COMM_SUCCESS:
                     self.last_error[servo_id] = error
                     if not error or not strict:
@@ -331,8 +334,11 @@ class FeetechBus:
             writer.clearParam()
             for servo_id, value in values.items():
                 writer.addParam(int(servo_id), list(encode_register(reg, int(value))))
-            comm = writer.txPacket()
-            port.is_using = False
+            try:
+                with _os_errors_as_port_errors(self.port, f"sync write of {reg.name}"):
+                    comm = writer.txPacket()
+            finally:
+                port.is_using = False
         if comm != scs.COMM_SUCCESS:
             raise PortError(f"sync write of {reg.name}: {self._handler.getTxRxResult(comm)}")
 
@@ -361,7 +367,8 @@ class FeetechBus:
         with self._lock:
             while missing and tries <= self.retries:
                 tries += 1
-                replies, corrupt = self._sync_read_once(port, missing)
+                with _os_errors_as_port_errors(self.port, "sync read"):
+                    replies, corrupt = self._sync_read_once(port, missing)
                 for servo_id, (data, error) in replies.items():
                     feedback[servo_id] = Feedback.from_block(data, error)
                     self.last_error[servo_id] = error
@@ -381,8 +388,10 @@ class FeetechBus:
         for i in ids:
             reader.addParam(i)
         _discard_input(port)
-        comm = reader.txPacket()
-        port.is_using = False
+        try:
+            comm = reader.txPacket()
+        finally:
+            port.is_using = False
         if comm != scs.COMM_SUCCESS:
             raise PortError(f"sync read: {self._handler.getTxRxResult(comm)}")
         wanted = set(ids)
@@ -403,13 +412,9 @@ class FeetechBus:
     def broadcast_ping(self) -> tuple[dict[int, int], int]:
         """PING to 0xFE; returns ``({id: error byte}, corrupt packet count)`` of the answers."""
         port = self._require_port()
-        with self._lock:
+        with self._lock, _os_errors_as_port_errors(self.port, "broadcast ping"):
             _discard_input(port)
-            packet = protocol.encode_instruction(protocol.BROADCAST_ID, protocol.Instruction.PING, b"")
-            try:
-                port.writePort(packet)
-            except Exception as err:
-                raise PortError(f"broadcast ping on {self.port}: {err}") from err
+            port.writePort(protocol.encode_instruction(protocol.BROADCAST_ID, protocol.Instruction.PING, b""))
             # every possible id answers 6 bytes; stop early once the line stays quiet for a while
             deadline = time.monotonic() + self._timeout_s(_STATUS_OVERHEAD * scs.MAX_ID)
             quiet = max(0.005, 30 * port.tx_time_per_byte / 1000.0)
@@ -488,6 +493,22 @@ def _patched_set_packet_timeout(bus: FeetechBus) -> Callable[[Any, int], None]:
         port.packet_timeout = port.tx_time_per_byte * (packet_length + 3) + bus.timeout_ms
 
     return set_packet_timeout
+
+
+try:
+    from termios import error as _TermiosError  # tcflush/tcdrain on a vanished device (POSIX)
+except ImportError:  # pragma: no cover - Windows
+    _TermiosError = OSError  # type: ignore[assignment,misc]
+
+
+@contextlib.contextmanager
+def _os_errors_as_port_errors(port_name: str, what: str) -> Iterator[None]:
+    """A serial failure (adapter unplugged: pyserial's SerialException is an OSError; termios.error
+    is not) → PortError."""
+    try:
+        yield
+    except (OSError, _TermiosError) as err:
+        raise PortError(f"{what} on {port_name}: {err}") from err
 
 
 def _discard_input(port: Any) -> None:

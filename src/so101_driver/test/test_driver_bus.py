@@ -249,3 +249,29 @@ def test_error_bits_raise_servo_error_unless_tolerated(bus, faults):
     assert feedback[1].error == 1 << ErrorBit.OVERLOAD.value
     assert ErrorBit.OVERLOAD in feedback[1].flags and feedback[1].status & (1 << 5)
     assert feedback[2].flags == []
+
+
+def test_vanished_adapter_is_a_port_error_and_the_driver_reopens_it(servos, tmp_path):
+    """USB adapter unplugged and plugged back (a new pty behind the same link path)."""
+    from so101_driver.calibration import MotorCalibration
+    from so101_driver.driver_core import DriverConfig, DriverCore
+
+    link_path = str(tmp_path / "so101")
+    link = PtyLink(BusServer(servos, timing=BusTiming.fast()), link_path)
+    bus = FeetechBus(link_path, timeout_ms=TIMEOUT_MS)
+    cals = {name: MotorCalibration(i, 0, 0, 1024, 3072) for i, name in zip(IDS, ("shoulder_pan", "shoulder_lift",
+            "elbow_flex", "wrist_flex", "wrist_roll", "gripper"), strict=True)}
+    core = DriverCore(bus, cals, config=DriverConfig(reconnect_interval_s=0.05))
+    core.start()
+    assert core.cycle().sample.valid.all()
+    link.close()
+    with pytest.raises(PortError, match="sync read on"):
+        bus.sync_read_feedback(IDS)
+    with pytest.raises(PortError, match="read Model_Number on"):
+        bus.read(Register.Model_Number, 1)
+    result = core.cycle()
+    assert not result.bus_ok and result.sample is None
+    assert "Input/output error" in core.diagnostics()[0].message
+    with PtyLink(BusServer(servos, timing=BusTiming.fast()), link_path):
+        assert wait_for(lambda: (r := core.cycle()).bus_ok and r.sample is not None and r.sample.valid.all(), timeout=5)
+    core.stop()

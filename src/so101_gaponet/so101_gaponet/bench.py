@@ -13,12 +13,12 @@ import numpy as np
 
 from so101_description.joints import JOINT_NAMES
 from so101_gaponet.compensator import Compensator, CompensatorConfig
+from so101_gaponet.make_default import DEFAULT_MODEL as SHIPPED_MODEL
 from so101_gaponet.model_file import load_model
 from so101_testing.bench import BenchResult, percentile, time_calls
 
 __all__ = ["benchmarks", "SHIPPED_MODEL"]
 
-SHIPPED_MODEL = Path(__file__).resolve().parents[3] / "models" / "gaponet_so101_default.onnx"
 STEPS = 3000
 TARGET_P99_MS = 0.2
 

@@ -11,8 +11,6 @@ from so101_gaponet.model_file import save_onnx, save_torchscript
 from so101_gaponet.synthetic import make_dataset
 from so101_gaponet.train import TrainConfig, TrainResult, train
 
-SHIPPED_MODEL = Path(__file__).resolve().parents[3] / "models" / "gaponet_so101_default.onnx"
-
 
 @pytest.fixture(scope="session")
 def lag_dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:

@@ -52,7 +52,8 @@ class AlignConfig:
 
     rate_hz: float = 50.0  # output grid rate
     correlation_rate_hz: float = 200.0  # grid used to estimate the clock map (finer than the output)
-    max_offset_s: float | None = None  # bound on |offset| searched (None: any overlap of at least half)
+    max_offset_s: float | None = None  # bound on |offset − prior| searched (None: any overlap of at least half)
+    prior_window_s: float = 2.0  # bound around a given prior offset when max_offset_s is None
     fit_drift: bool = True  # fit a linear drift from per-window offsets
     drift_windows: int = 8  # windows for the drift fit
     max_gap_s: float = 0.25  # grid samples farther than this from a source sample become NaN
@@ -63,6 +64,8 @@ class AlignConfig:
                 raise AlignmentError(f"{name} must be positive, got {getattr(self, name)}")
         if self.drift_windows < 3:
             raise AlignmentError(f"drift_windows must be at least 3, got {self.drift_windows}")
+        if not self.prior_window_s > 0:
+            raise AlignmentError(f"prior_window_s must be positive, got {self.prior_window_s}")
         if self.max_offset_s is not None and not self.max_offset_s > 0:
             raise AlignmentError(f"max_offset_s must be positive, got {self.max_offset_s}")
 
@@ -138,8 +141,13 @@ def resample(trajectory: JointTrajectory, grid: np.ndarray, hold: bool = False,
 
 
 def estimate_clock(reference: JointTrajectory, other: JointTrajectory, config: AlignConfig = AlignConfig(),
-                   method: str = "position~position") -> ClockFit:
-    """Offset (and drift) mapping ``other``'s clock onto ``reference``'s, from their positions."""
+                   method: str = "position~position", prior_offset: float | None = None) -> ClockFit:
+    """Offset (and drift) mapping ``other``'s clock onto ``reference``'s, from their positions.
+
+    ``prior_offset`` (e.g. SAGE: real MOTION_START minus the sim run's first stamp) narrows the search
+    to ``±max_offset_s`` (default ``prior_window_s``) around it, which keeps periodic motions from
+    locking on a whole period off.
+    """
     ref, _ = clean_stream(reference)
     oth, _ = clean_stream(other)
     if len(ref) < 4 or len(oth) < 4:
@@ -152,7 +160,11 @@ def estimate_clock(reference: JointTrajectory, other: JointTrajectory, config: A
     if not np.any(weights):
         raise AlignmentError("no joint moves on both sides: nothing to correlate for the clock offset")
     r, o = np.nan_to_num(r[:, weights]), np.nan_to_num(o[:, weights])
-    lag, score = _best_lag(r, o, config.max_offset_s, dt, r_t0 - o_t0)
+    if prior_offset is None:
+        centre, bound = 0.0, config.max_offset_s
+    else:
+        centre, bound = prior_offset, config.max_offset_s or config.prior_window_s
+    lag, score = _best_lag(r, o, bound, dt, r_t0 - o_t0 - centre)
     offset = r_t0 - o_t0 + lag * dt
     drift = 0.0
     if config.fit_drift:
@@ -172,6 +184,7 @@ def align_episode(
     window: tuple[float, float] | None = None,
     clock: ClockFit | None = None,
     metadata: dict[str, Any] | None = None,
+    prior_offset: float | None = None,
 ) -> PairedEpisode:
     """Pair one real and one sim run: clock map (estimated unless given), clean, resample on the overlap.
 
@@ -182,13 +195,13 @@ def align_episode(
     sim_state, sim_stats = clean_stream(sim_state)
     if clock is None:
         if real_command is not None and sim_command is not None:
-            clock = estimate_clock(real_command, sim_command, config, "command~command")
+            clock = estimate_clock(real_command, sim_command, config, "command~command", prior_offset)
         elif real_command is not None:
-            clock = estimate_clock(real_command, sim_state, config, "command~sim_state")
+            clock = estimate_clock(real_command, sim_state, config, "command~sim_state", prior_offset)
         elif sim_command is not None:
-            clock = estimate_clock(real_state, sim_command, config, "real_state~command")
+            clock = estimate_clock(real_state, sim_command, config, "real_state~command", prior_offset)
         else:
-            clock = estimate_clock(real_state, sim_state, config, "real_state~sim_state")
+            clock = estimate_clock(real_state, sim_state, config, "real_state~sim_state", prior_offset)
     sim_on_real = JointTrajectory(clock.to_reference(sim_state.time), sim_state.position, sim_state.velocity,
                                   sim_state.effort, sim_state.names)
     if real_command is not None:

@@ -75,9 +75,13 @@ def pair_runs(real_runs: list[Run], sim: list[Run] | Callable[[Run], tuple[Run, 
             raise PairError(f"no sim run for motion {real.name!r}; sim has {sorted(by_name)}")
         metadata = {"motion": real.name, "real": real.metadata, "sim": sim_run.metadata}
         metadata["real_effort_unsigned"] = bool(real.metadata.get("effort_unsigned"))
+        prior = None
+        if real.window is not None and sim_run.metadata.get("format") == "sage":
+            # a SAGE sim run starts its clock at the motion start: that is the real MOTION_START
+            prior = real.window[0] - float((sim_run.command if sim_run.command is not None else sim_run.state).time[0])
         try:
             episode = align_episode(_episode_name(real.name), real.state, sim_run.state, real.command,
-                                    sim_run.command, config, real.window, clock, metadata)
+                                    sim_run.command, config, real.window, clock, metadata, prior)
         except AlignmentError as err:
             raise PairError(f"motion {real.name}: {err}") from err
         dataset.add(episode)

@@ -138,12 +138,15 @@ def write_comparison(summaries: Sequence[dict[str, Any]], labels: Sequence[str],
 # ----------------------------------------------------------------------------------------------- plots
 
 
-def _time_plot(episode: PairedEpisode, path: Path) -> None:
+def _time_plot(episode: PairedEpisode, path: Path, seconds: float = 15.0) -> None:
+    """Command, real and sim per joint over the first ``seconds`` (longer spans blur into bands)."""
+    shown = episode.time <= episode.time[0] + seconds
+    t = episode.time[shown]
     fig, axes = plt.subplots(3, 2, figsize=(12, 8.5), sharex=True)
     for j, (name, ax) in enumerate(zip(JOINT_NAMES, axes.T.ravel(), strict=True)):
-        ax.plot(episode.time, episode.command[:, j], color=_COLOURS["command"], lw=1.0, ls="--", label="command")
-        ax.plot(episode.time, episode.real_position[:, j], color=_COLOURS["real"], lw=1.4, label="real")
-        ax.plot(episode.time, episode.sim_position[:, j], color=_COLOURS["sim"], lw=1.2, alpha=0.85, label="sim")
+        ax.plot(t, episode.command[shown, j], color=_COLOURS["command"], lw=1.0, ls="--", label="command")
+        ax.plot(t, episode.real_position[shown, j], color=_COLOURS["real"], lw=1.4, label="real")
+        ax.plot(t, episode.sim_position[shown, j], color=_COLOURS["sim"], lw=1.2, alpha=0.85, label="sim")
         rmse = np.sqrt(np.nanmean((episode.sim_position[:, j] - episode.real_position[:, j]) ** 2))
         ax.set_title(f"{name}  (sim−real RMSE {rmse:.3f} rad)", fontsize=10)
         ax.set_ylabel("rad")
@@ -151,7 +154,8 @@ def _time_plot(episode: PairedEpisode, path: Path) -> None:
     for ax in axes[-1]:
         ax.set_xlabel("time (s)")
     axes[0, 0].legend(loc="upper right", fontsize=8, ncol=3)
-    fig.suptitle(f"{episode.name}: joint positions", fontsize=13)
+    span = "" if shown.all() else f" (first {seconds:g} s of {episode.time[-1]:.0f} s; RMSE over all)"
+    fig.suptitle(f"{episode.name}: joint positions{span}", fontsize=13)
     fig.tight_layout()
     fig.savefig(path, dpi=90)
     plt.close(fig)

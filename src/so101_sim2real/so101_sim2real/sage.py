@@ -198,11 +198,13 @@ def write_run(run: SageRun, folder: str | Path) -> None:
 
 
 def list_motion_runs(root: str | Path) -> list[Path]:
-    """Run folders under ``root``: ``root`` itself if it is one, else every sub-folder holding a control.csv."""
+    """Run folders under ``root``: ``root`` itself if it is one, else every sub-folder holding a state_motor.csv."""
     root = Path(root)
     if (root / "state_motor.csv").is_file():
         return [root]
-    runs = sorted(p.parent for p in root.rglob("state_motor.csv"))
+    # direct children first (they may be symlinks, which rglob does not follow), else any depth
+    runs = sorted(p for p in root.iterdir() if (p / "state_motor.csv").is_file()) if root.is_dir() else []
+    runs = runs or sorted(p.parent for p in root.rglob("state_motor.csv"))
     if not runs:
         raise SageFormatError(f"no SAGE run folders (with state_motor.csv) under {root}")
     return runs

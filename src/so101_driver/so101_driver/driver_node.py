@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 import rclpy
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
@@ -72,6 +73,10 @@ class ArmNode(Node):
         if sorted(names) != sorted(JOINT_NAMES):
             raise DriverError(f"joint_names must be the SO-101 joints {list(JOINT_NAMES)} (any order), got {names}")
         path = p["calibration_file"] or str(default_calibration_path(p["robot_id"], self.role))
+        if not p["calibration_file"] and not Path(path).is_file():
+            raise DriverError(f"no LeRobot calibration for robot_id {p['robot_id']!r} at {path}: set robot_id to "
+                              f"your arm's LeRobot id, calibration_file to its JSON, or run 'so101 calibrate "
+                              f"--port {p['port']} --robot-id {p['robot_id']} --role {self.role}'")
         calibration = load_calibration(path)
         self.get_logger().info(f"calibration {path}; bus {p['port']} at {p['baudrate']} baud")
         bus = FeetechBus(p["port"], p["baudrate"], timeout_ms=p["timeout_ms"], retries=p["retries"])
@@ -175,7 +180,6 @@ def run_node(factory: type[ArmNode], args: Sequence[str] | None = None) -> int:
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     except DriverError as err:
-        logging.getLogger("so101_driver").error("%s", err)
         print(f"so101_driver: {err}", file=sys.stderr)
         return 1
     finally:

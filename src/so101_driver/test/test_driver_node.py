@@ -235,6 +235,19 @@ def test_driver_exits_with_a_clear_error_on_bad_calibration(arm, tmp_path):
     assert "missing motors" in node.log_path.read_text()
 
 
+def test_driver_explains_a_missing_default_calibration(arm, tmp_path):
+    env = private_ros_env()
+    env["HF_LEROBOT_CALIBRATION"] = str(tmp_path / "calibration")
+    with NodeProcess("so101_driver.driver_node", ["--ros-args", "-p", f"port:={arm.link}", "-p", "robot_id:=nobody"],
+                     env=env) as node:
+        assert wait_for(lambda: not node.alive(), timeout=30)
+    assert node.process.returncode == 1
+    text = node.log_path.read_text()
+    assert "no LeRobot calibration for robot_id 'nobody'" in text
+    assert str(tmp_path / "calibration" / "robots" / "so_follower" / "nobody.json") in text
+    assert "so101 calibrate" in text
+
+
 def test_leader_node_publishes_leader_joint_states(arm):
     client = Client(state_topic="/leader/joint_states", node_name="so101_leader")
     try:

@@ -46,6 +46,12 @@ class PairedDataset:
     episodes: tuple[Episode, ...]
     info: dict[str, Any] = field(default_factory=dict)  # the dataset.json record
 
+    @property
+    def profile(self) -> str:
+        """The gap profile the dataset was recorded or generated with ('' if not said)."""
+        metadata = self.info.get("metadata")
+        return str((metadata if isinstance(metadata, dict) else {}).get("profile", self.info.get("profile", "")))
+
 
 def _first(record: dict[str, Any], keys: Sequence[str], what: str, path: Path) -> Any:
     for key in keys:
@@ -73,18 +79,20 @@ def read_dataset(path: str | Path) -> PairedDataset:
         raise DatasetError(f"{meta_path}: cannot read: {err}") from err
     if not isinstance(info, dict):
         raise DatasetError(f"{meta_path}: expected a JSON object")
+    if info.get("schema_version") != DATASET_SCHEMA_VERSION:
+        raise DatasetError(f"{meta_path}: schema_version {info.get('schema_version')!r}, this reader knows {DATASET_SCHEMA_VERSION}")
     rate = float(_first(info, ("rate_hz", "rate"), "rate", meta_path))
     joints = tuple(str(j) for j in _first(info, ("joint_names", "joints"), "joint names", meta_path))
     listed = info.get("episodes")
     if listed:
-        names = [e["name"] if isinstance(e, dict) else str(e) for e in listed]
+        entries = [(e["name"], e.get("file")) if isinstance(e, dict) else (str(e), None) for e in listed]
     else:
-        names = sorted(p.stem for p in (root / "episodes").glob("*.npz"))
-    if not names:
+        entries = [(p.stem, None) for p in sorted((root / "episodes").glob("*.npz"))]
+    if not entries:
         raise DatasetError(f"{root}: no episodes")
     episodes = []
-    for name in names:
-        file = root / "episodes" / f"{name}.npz"
+    for name, relative in entries:
+        file = root / (relative or f"episodes/{name}.npz")
         try:
             with np.load(file) as npz:
                 time = np.asarray(npz["time"], dtype=np.float64)
@@ -110,11 +118,13 @@ def write_dataset(path: str | Path, rate_hz: float, joints: Sequence[str], episo
         np.savez_compressed(root / "episodes" / f"{episode.name}.npz", time=episode.time, **episode.arrays)
     record = {
         "schema_version": DATASET_SCHEMA_VERSION,
+        "format": "so101_sim2real.paired_dataset",
         "rate_hz": rate_hz,
         "joint_names": list(joints),
         "units": {"position": "rad", "velocity": "rad/s", "effort": "N*m", "time": "s"},
-        "episodes": [{"name": e.name, "samples": len(e.time)} for e in episodes],
-        **(extra or {}),
+        "metadata": dict(extra or {}),
+        "episodes": [{"name": e.name, "file": f"episodes/{e.name}.npz", "samples": len(e.time), "metadata": {}}
+                     for e in episodes],
     }
     (root / "dataset.json").write_text(json.dumps(record, indent=2))
     return root

@@ -184,7 +184,7 @@ def train(dataset_paths: Sequence[str | Path], config: TrainConfig) -> TrainResu
         bar.set_postfix(train=f"{result.train_losses[-1]:.4f}", val=f"{result.validation_losses[-1]:.4f}")
     module.eval()
 
-    profiles = sorted({str(d.info.get("profile", "")) for d in datasets} - {""})
+    profiles = sorted({d.profile for d in datasets} - {""})
     result.metadata = GapModelMetadata(
         model_kind=config.arch, joints=tuple(joints), history=config.history, rate_hz=float(datasets[0].rate_hz),
         horizon=config.horizon, history_features=HISTORY_FEATURES,

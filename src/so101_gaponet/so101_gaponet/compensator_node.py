@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import rclpy
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from rcl_interfaces.msg import SetParametersResult
 from rclpy.exceptions import ParameterUninitializedException
 from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
@@ -87,9 +88,7 @@ class CompensatorNode(Node):
         self.get_logger().info(f"compensation {'enabled' if request.data else 'disabled'} ({response.message})")
         return response
 
-    def _on_set_parameters(self, params: list[Parameter]) -> rclpy.parameter.SetParametersResult:
-        from rcl_interfaces.msg import SetParametersResult
-
+    def _on_set_parameters(self, params: list[Parameter]) -> SetParametersResult:
         for param in params:
             if param.name == "enabled":
                 self.core.enabled = bool(param.value)

@@ -50,6 +50,7 @@ class GraphOptions:
     command_source: str = "motion"  # deploy: "policy" (a trained policy) or "motion" (scripted motion)
     policy_path: str = ""
     motion: str = "sweep"
+    autostart_motion: bool = True  # False: the motion waits for ~/start (or restart() in-process)
     record: bool = False
     bag_root: str = "bags"
     task: str = "demo"
@@ -89,7 +90,8 @@ def deploy_graph(opts: GraphOptions) -> list[NodeSpec]:
     if opts.command_source == "policy":
         source = NodeSpec("so101_policy.policy_node:PolicyNode", "policy.yaml", {"policy_path": opts.policy_path})
     elif opts.command_source == "motion":
-        source = NodeSpec("so101_bringup.motion_player_node:MotionPlayerNode", None, {"motion": opts.motion},
+        source = NodeSpec("so101_bringup.motion_player_node:MotionPlayerNode", None,
+                          {"motion": opts.motion, "autostart": opts.autostart_motion},
                           remaps={"output": "/policy/joint_command"})
     else:
         raise ValueError(f"command_source must be 'policy' or 'motion', got {opts.command_source!r}")

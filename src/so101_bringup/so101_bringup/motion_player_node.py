@@ -59,9 +59,13 @@ class MotionPlayerNode(Node):
         msg.position = [float(v) for v in sample(self.motion, t)]
         self.pub.publish(msg)
 
-    def _on_start(self, _request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
+    def restart(self) -> None:
+        """Play the motion from its beginning (after ``start_delay``)."""
         self._start_ns = self.get_clock().now().nanoseconds
         self.playing, self.finished = True, False
+
+    def _on_start(self, _request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
+        self.restart()
         response.success, response.message = True, "playing from the start"
         return response
 

@@ -106,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
         config = AlignConfig(rate_hz=args.rate, max_offset_s=args.max_offset, fit_drift=not args.no_drift)
         real_runs = load_runs(args.real, "real", args.real_topic, args.command_topic)
         if args.sim == MUJOCO:
-            sim: list[Run] | Callable[[Run], tuple[Run, ClockFit]] = _mujoco_replayer()
+            sim: list[Run] | Callable[[Run], tuple[Run, ClockFit]] = mujoco_replayer()
         else:
             sim = load_runs(Path(args.sim), "sim", args.sim_topic, args.sim_command_topic)
         dataset = pair_runs(real_runs, sim, config)
@@ -157,7 +157,7 @@ def _load_bag(path: Path, kind: str, state_topic: str, command_topic: str) -> Ru
     return Run(path.stem, state, command, None, metadata)
 
 
-def _mujoco_replayer() -> Callable[[Run], tuple[Run, ClockFit]]:
+def mujoco_replayer() -> Callable[[Run], tuple[Run, ClockFit]]:
     """Replay each real command stream in the built-in MuJoCo backend, from the real initial state."""
     try:
         from .mujoco_backend import replay_trajectory  # type: ignore[attr-defined]

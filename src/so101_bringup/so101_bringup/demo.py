@@ -1,0 +1,150 @@
+"""``so101 demo``: the sim-to-real loop end to end on the embedded default robot.
+
+1. start the virtual SO-101 (a gap profile) on a pseudo-terminal;
+2. run the deploy graph in-process — scripted motion (the policy's place) → GapONet compensator →
+   safety filter → driver (real ``scservo_sdk`` over the pty) — printing live joint states;
+3. record the episode into a rosbag2 (MCAP) bag;
+4. replay the recorded commands in the built-in MuJoCo simulator, pair real and sim, and write the
+   gap report (HTML + PNG). ``--compare`` also runs without compensation and reports before/after.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import replace
+from datetime import datetime
+from pathlib import Path
+
+import numpy as np
+from rclpy.node import Node
+from sensor_msgs.msg import JointState
+
+from so101_bringup.composition import ComposedGraph, GraphOptions, deploy_graph
+from so101_bringup.motions import load_motion
+from so101_description.joints import JOINT_NAMES
+from so101_testing import apply_private_ros_env, wait_for
+
+__all__ = ["add_arguments", "run"]
+
+_SHORT = {"shoulder_pan": "pan", "shoulder_lift": "lift", "elbow_flex": "elbow", "wrist_flex": "wflex",
+          "wrist_roll": "wroll", "gripper": "grip"}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--profile", default="default", help="gap profile of the virtual arm (name or YAML file)")
+    parser.add_argument("--motion", default="sweep", help="built-in motion (sweep, wave, hold) or SAGE motion file")
+    parser.add_argument("--out", type=Path, default=None, help="output folder (default runs/demo-<time>)")
+    parser.add_argument("--no-compensation", action="store_true", help="policy straight into the safety filter")
+    parser.add_argument("--compare", action="store_true", help="also run without compensation; before/after report")
+    parser.add_argument("--print-period", type=float, default=0.5, help="seconds between live joint-state lines")
+    parser.add_argument("--no-analysis", action="store_true", help="stop after recording (no replay/pair/report)")
+
+
+class _Monitor:
+    """Latest measured and commanded positions, for the live table."""
+
+    def __init__(self, node: Node) -> None:
+        self.measured = np.full(len(JOINT_NAMES), np.nan)
+        self.commanded = np.full(len(JOINT_NAMES), np.nan)
+        node.create_subscription(JointState, "/joint_states", lambda m: self._store(m, self.measured), 10)
+        node.create_subscription(JointState, "/policy/joint_command", lambda m: self._store(m, self.commanded), 10)
+
+    @staticmethod
+    def _store(msg: JointState, target: np.ndarray) -> None:
+        for name, value in zip(msg.name, msg.position, strict=False):
+            if name in JOINT_NAMES:
+                target[JOINT_NAMES.index(name)] = value
+
+
+def _start_virtual_arm(profile: str, folder: Path) -> tuple[subprocess.Popen[bytes], Path, Path]:
+    """``so101 virtual-bus`` in its own process (as the launch files start it): its physics thread
+    then never competes with the driver for this interpreter's GIL. Returns (process, link, calibration)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    cli = [sys.executable, "-m", "so101_bringup.cli", "virtual-bus"]
+    subprocess.run([*cli, "--write-calibration", str(folder)], check=True, capture_output=True)
+    link = folder / "so101_follower"
+    log = (folder / "virtual_bus.log").open("wb")
+    process = subprocess.Popen([*cli, "--link", str(link), "--profile", profile], stdout=log, stderr=subprocess.STDOUT)
+    if not wait_for(lambda: link.exists() or process.poll() is not None, timeout=60.0) or process.poll() is not None:
+        process.kill()
+        raise RuntimeError(f"the virtual SO-101 did not start; see {folder / 'virtual_bus.log'}")
+    return process, link, folder / "virtual_follower.json"
+
+
+def _run_episode(label: str, opts: GraphOptions, duration: float, print_period: float) -> Path:
+    print(f"\n== {label}: virtual SO-101 (profile {opts.gap_profile}), compensation "
+          f"{'on' if opts.compensation else 'off'}, motion {opts.motion} ({duration:.1f} s)")
+    arm, link, calibration = _start_virtual_arm(opts.gap_profile, Path(opts.bag_root).parent / "virtual_arm")
+    try:
+        opts = replace(opts, port=str(link), calibration_file=str(calibration))
+        with ComposedGraph(deploy_graph(opts)) as graph:
+            player = graph.nodes["MotionPlayerNode"]
+            monitor = _Monitor(player)
+            recorder = graph.nodes["RecorderNode"]
+            time.sleep(1.0)  # discovery: let the recorder see every topic before the episode starts
+            ok, message = recorder.start_episode()
+            if not ok:
+                raise RuntimeError(f"recorder did not start: {message}")
+            player.restart()
+            print("   t[s] | " + "  ".join(f"{_SHORT[n]:>15}" for n in JOINT_NAMES)
+                  + "   measured (command - measured), rad")
+            start = time.monotonic()
+            while (elapsed := time.monotonic() - start) < duration + 1.0:
+                time.sleep(print_period)
+                cells = "  ".join(f"{m:+6.3f} ({c - m:+6.3f})"
+                                  for m, c in zip(monitor.measured, monitor.commanded, strict=True))
+                print(f" {elapsed:6.1f} | {cells}", flush=True)
+            ok, message = recorder.stop_episode()
+            if not ok:
+                raise RuntimeError(f"recorder did not stop cleanly: {message}")
+    finally:
+        arm.send_signal(signal.SIGINT)
+        try:
+            arm.wait(10)
+        except subprocess.TimeoutExpired:
+            arm.kill()
+    print(f"   recorded: {message}")
+    bags = sorted(p for p in Path(opts.bag_root).iterdir() if p.is_dir())
+    return bags[-1]
+
+
+def _analyse(bag: Path, out: Path) -> dict:
+    from so101_sim2real.align import AlignConfig
+    from so101_sim2real.pair_cli import load_runs, mujoco_replayer, pair_runs
+    from so101_sim2real.report import summarize, write_report
+
+    dataset = pair_runs(load_runs(bag, "real", "/joint_states", "/joint_command"), mujoco_replayer(), AlignConfig(),
+                        progress=False)
+    dataset.save(out / "dataset")
+    summary = summarize(dataset, source=str(out / "dataset"))
+    page = write_report(dataset, summary, out / "report")
+    print(f"   paired with a MuJoCo replay: {out / 'dataset'}; report {page}")
+    return summary
+
+
+def run(args: argparse.Namespace) -> int:
+    apply_private_ros_env()
+    out = args.out or Path("runs") / f"demo-{datetime.now():%Y%m%d-%H%M%S}"
+    duration = load_motion(args.motion).duration
+    runs = [("compensated" if not args.no_compensation else "uncompensated", not args.no_compensation)]
+    if args.compare:
+        runs = [("uncompensated", False), ("compensated", True)]
+    summaries = []
+    for label, compensation in runs:
+        folder = out / label
+        opts = GraphOptions(port="", compensation=compensation, motion=args.motion, autostart_motion=False, record=True,
+                            bag_root=str(folder / "bags"), task=f"demo-{args.motion}", gap_profile=args.profile)
+        bag = _run_episode(label, opts, duration, args.print_period)
+        if not args.no_analysis:
+            summaries.append(_analyse(bag, folder))
+    if args.compare and not args.no_analysis:
+        from so101_sim2real.report import write_comparison
+
+        write_comparison(summaries, [label for label, _ in runs], out / "comparison")
+        print(f"\nbefore/after comparison: {out / 'comparison'}")
+    print(f"\ndone: everything is under {out}")
+    return 0

@@ -36,6 +36,7 @@ import numpy as np
 import rclpy
 import rclpy.executors
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.qos import qos_profile_sensor_data
@@ -94,9 +95,10 @@ class PolicyNode(Node):
     def __init__(self, **kwargs) -> None:
         super().__init__("policy", **kwargs)
         p = self.declare_parameter
+        number = ParameterDescriptor(dynamic_typing=True)  # 30 and 30.0 both accepted
         policy_path = p("policy_path", "").value
         policy_kind = p("policy_kind", "auto").value
-        rate_hz = float(p("rate_hz", DEFAULT_RATE_HZ).value)
+        rate_hz = float(p("rate_hz", DEFAULT_RATE_HZ, number).value)
         device = p("device", "cpu").value
         image_entries = p("image_topics", Parameter.Type.STRING_ARRAY).value
         task = p("task", "").value
@@ -105,10 +107,10 @@ class PolicyNode(Node):
         n_action_steps = int(p("n_action_steps", 0).value)
         refill_threshold = int(p("refill_threshold", -1).value)
         align_chunks = bool(p("align_chunks", True).value)
-        max_age = float(p("max_observation_age_s", 0.5).value)
+        max_age = float(p("max_observation_age_s", 0.5, number).value)
         warmup = bool(p("warmup", True).value)
-        delay = float(p("inference_delay_s", 0.0).value)
-        diag_period = float(p("diagnostics_period_s", 1.0).value)
+        delay = float(p("inference_delay_s", 0.0, number).value)
+        diag_period = float(p("diagnostics_period_s", 1.0, number).value)
 
         self.image_topics = parse_image_topics(image_entries)
         model = load_policy(policy_path, policy_kind, device)

@@ -9,6 +9,8 @@ Parameters: ``model_path`` ('' = passthrough), ``enabled``, ``rate_hz`` (must eq
 
 from __future__ import annotations
 
+from typing import Any
+
 import rclpy
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rcl_interfaces.msg import SetParametersResult
@@ -29,8 +31,9 @@ __all__ = ["CompensatorNode", "main"]
 
 
 class CompensatorNode(Node):
-    def __init__(self) -> None:
-        super().__init__("gaponet_compensator")
+    def __init__(self, **node_kwargs: Any) -> None:
+        """``node_kwargs`` go to ``rclpy.node.Node`` (context, cli_args, parameter_overrides for in-process composition)."""
+        super().__init__("gaponet_compensator", **node_kwargs)
         self.declare_parameter("model_path", "")
         self.declare_parameter("enabled", True)
         self.declare_parameter("rate_hz", 50.0)

@@ -94,3 +94,22 @@ def test_node_refuses_a_model_that_does_not_fit() -> None:
         assert wait_for(lambda: not proc.alive(), timeout=30)
         assert proc.process.returncode != 0
         assert "node runs at 100.0 Hz" in proc.output()
+
+
+def test_node_composes_in_process_with_the_shipped_yaml() -> None:
+    from rclpy.context import Context
+    from rclpy.parameter import Parameter
+
+    from so101_gaponet.compensator_node import CompensatorNode
+
+    config = SHIPPED_MODEL.parents[1] / "config" / "compensator.yaml"
+    context = Context()
+    rclpy.init(context=context)
+    try:
+        node = CompensatorNode(context=context, cli_args=["--ros-args", "--params-file", str(config)],
+                               parameter_overrides=[Parameter("model_path", value=str(SHIPPED_MODEL))])
+        assert node.core.model is not None and node.core.status()["mode"] == "compensating"
+        np.testing.assert_allclose(node.core.delta_bounds, load_model(SHIPPED_MODEL).metadata.delta_bounds)
+        node.destroy_node()
+    finally:
+        rclpy.shutdown(context=context)

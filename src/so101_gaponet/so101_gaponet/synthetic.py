@@ -23,9 +23,11 @@ from pathlib import Path
 import numpy as np
 
 from so101_description.joints import JOINT_NAMES, JOINTS
+from so101_gaponet.compensator import Compensator, CompensatorConfig
 from so101_gaponet.paired_data import Episode, causal_velocity, write_dataset
+from so101_gaponet.runtime import GapModel
 
-__all__ = ["ArmProfile", "PROFILES", "simulate_real", "make_command", "make_dataset"]
+__all__ = ["ArmProfile", "PROFILES", "simulate_real", "tracking_rms", "make_command", "make_dataset"]
 
 
 @dataclass(frozen=True)
@@ -50,8 +52,13 @@ PROFILES: dict[str, ArmProfile] = {
 _LIFT, _ELBOW = JOINT_NAMES.index("shoulder_lift"), JOINT_NAMES.index("elbow_flex")
 
 
-def simulate_real(command: np.ndarray, rate_hz: float, profile: ArmProfile, start: np.ndarray | None = None) -> np.ndarray:
-    """Measured positions (N×J) of the synthetic real arm driven by ``command`` (N×J)."""
+def simulate_real(command: np.ndarray, rate_hz: float, profile: ArmProfile, start: np.ndarray | None = None,
+                  compensator: Compensator | None = None) -> np.ndarray:
+    """Measured positions (N×J) of the synthetic real arm driven by ``command`` (N×J).
+
+    With a ``compensator`` the loop is closed as deployed: each step the arm's measured state goes
+    to ``update_measured`` and the arm receives ``compensate(command[i])`` instead of the command.
+    """
     dt = 1.0 / rate_hz
     alpha = 1.0 - math.exp(-dt / profile.lag_s) if profile.lag_s > 0 else 1.0
     half = profile.backlash_rad / 2
@@ -63,9 +70,29 @@ def simulate_real(command: np.ndarray, rate_hz: float, profile: ArmProfile, star
         sag[_LIFT] = profile.sag_rad * math.sin(link[_LIFT])
         sag[_ELBOW] = profile.sag_rad * math.sin(link[_LIFT] + link[_ELBOW])
         out[i] = link - sag
-        motor += alpha * (command[i] - motor)
+        applied = command[i]
+        if compensator is not None:
+            velocity = (out[i] - out[i - 1]) * rate_hz if i else np.zeros(command.shape[1])
+            compensator.update_measured(out[i], velocity, stamp=i * dt)
+            applied = compensator.compensate(command[i], now=i * dt).command
+        motor += alpha * (applied - motor)
         link = np.clip(link, motor - half, motor + half)
     return out
+
+
+def tracking_rms(model: GapModel, profile: str = "default", seconds: float = 10.0, rate_hz: float = 50.0,
+                 seed: int = 11, settle: int = 20) -> tuple[np.ndarray, np.ndarray]:
+    """Per-joint RMS distance (rad) of the synthetic real arm from the ideal sim, (uncompensated, compensated)."""
+    command = make_command(int(round(seconds * rate_hz)), rate_hz, np.random.default_rng(seed))
+    ideal = np.vstack([command[:1], command[:-1]])
+    plain = simulate_real(command, rate_hz, PROFILES[profile])
+    compensated = simulate_real(command, rate_hz, PROFILES[profile],
+                                compensator=Compensator(CompensatorConfig(joints=JOINT_NAMES), model))
+
+    def rms(real: np.ndarray) -> np.ndarray:
+        return np.sqrt(np.mean((real[settle:] - ideal[settle:]) ** 2, axis=0))
+
+    return rms(plain), rms(compensated)
 
 
 def make_command(samples: int, rate_hz: float, rng: np.random.Generator, amplitude: float = 0.4) -> np.ndarray:

@@ -12,7 +12,7 @@ from so101_description.joints import JOINT_NAMES
 from so101_gaponet import load_model
 from so101_gaponet.make_default import DEFAULT_MODEL, DEFAULT_SETTINGS
 from so101_gaponet.paired_data import DatasetError, causal_velocity, read_dataset
-from so101_gaponet.synthetic import PROFILES, make_dataset, simulate_real
+from so101_gaponet.synthetic import PROFILES, make_dataset, simulate_real, tracking_rms
 
 
 def test_synthetic_dataset_round_trip(tmp_path: Path) -> None:
@@ -58,3 +58,8 @@ def test_shipped_model_fits_the_joint_spec_and_says_how_it_was_made() -> None:
     assert meta.provenance["datasets"] == ["synthetic_default"] and meta.provenance["profile"] == "default"
     assert meta.provenance["final_validation_loss"] < 0.05 * meta.provenance["initial_validation_loss"]
     assert DEFAULT_MODEL.stat().st_size < 2_000_000
+
+
+def test_shipped_model_closes_most_of_the_synthetic_gap() -> None:
+    plain, compensated = tracking_rms(load_model(DEFAULT_MODEL), seconds=6.0, seed=11)
+    assert np.all(compensated < 0.5 * plain), (plain, compensated)

@@ -153,15 +153,17 @@ class ComposedGraph:
                 raise
 
     def stop(self) -> None:
+        # Order matters: the executor thread must be gone before nodes are destroyed, or callbacks
+        # still queued on it touch destroyed entities.
         if self._executor is not None:
             self._executor.shutdown(timeout_sec=2.0)
+        if self._thread is not None:
+            self._thread.join(timeout=5.0)
         for node in self.nodes.values():
             node.destroy_node()
         self.nodes.clear()
         if self.context.ok():
             rclpy.shutdown(context=self.context)
-        if self._thread is not None:
-            self._thread.join(timeout=5.0)
 
     def __enter__(self) -> ComposedGraph:
         return self.start()

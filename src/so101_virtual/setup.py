@@ -1,3 +1,5 @@
+from glob import glob
+
 from setuptools import find_packages, setup
 
 PACKAGE = "so101_virtual"
@@ -6,9 +8,12 @@ setup(
     name=PACKAGE,
     version="0.1.0",
     packages=find_packages(exclude=["test"]),
+    package_data={PACKAGE: ["gap_profiles/*.yaml"]},
+    include_package_data=True,
     data_files=[
         ("share/ament_index/resource_index/packages", ["resource/" + PACKAGE]),
         ("share/" + PACKAGE, ["package.xml"]),
+        ("share/" + PACKAGE + "/gap_profiles", glob("so101_virtual/gap_profiles/*.yaml")),
     ],
     install_requires=["setuptools"],
     zip_safe=False,

@@ -1,0 +1,92 @@
+"""``so101 virtual-bus``: a separate process serving the arm on a linked pty, run-time faults through
+its control socket, clean stop on SIGINT/SIGTERM, calibration files, and its errors."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+from pathlib import Path
+
+import pytest
+import scservo_sdk as scs
+
+from so101_bringup.cli import main as so101_main
+from so101_driver.calibration import load_calibration
+from so101_testing import NodeProcess, wait_for
+from so101_virtual import cli
+from so101_virtual.faults import send_fault_command
+
+CONFIG = Path(__file__).resolve().parents[3] / "config" / "calibration"
+
+
+def ping(device: str, servo_id: int) -> int:
+    port = scs.PortHandler(device)
+    assert port.openPort() and port.setBaudRate(1_000_000)
+    try:
+        _, result, _ = scs.PacketHandler(0).ping(port, servo_id)
+        return result
+    finally:
+        port.closePort()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_serves_until_signalled(tmp_path, sig):
+    link = tmp_path / "so101_follower"
+    sock = tmp_path / "faults.sock"
+    args = ["--link", str(link), "--faults-socket", str(sock), "--profile", "laggy_bus"]
+    with NodeProcess("so101_virtual.cli", args) as proc:
+        assert wait_for(lambda: "device /dev/pts/" in proc.output() or not proc.alive(), timeout=30), proc.output()
+        line = next(x for x in proc.output().splitlines() if x.startswith("device "))
+        device = line.split()[1]
+        assert line == f"device {device} link {link}"
+        assert os.path.realpath(link) == device
+        assert ping(str(link), 1) == scs.COMM_SUCCESS
+        send_fault_command(str(sock), {"op": "unplug", "id": 3})
+        assert ping(str(link), 3) == scs.COMM_RX_TIMEOUT
+        send_fault_command(str(sock), {"op": "clear"})
+        assert ping(str(link), 3) == scs.COMM_SUCCESS
+        assert proc.stop(sig=sig) == 0, proc.output()
+    assert not link.exists() and not link.is_symlink()
+    assert not sock.exists()
+    assert proc.log_path.read_text().count("device /dev/pts/") == 1
+
+
+def test_leader_role_with_a_motion_file(tmp_path):
+    motion = tmp_path / "m.txt"
+    motion.write_text("Rotation,Pitch,Elbow,Wrist_Pitch,Wrist_Roll,Jaw\n" + "0.1,0.0,0.5,0.0,0.0,0.5\n" * 10)
+    link = tmp_path / "so101_leader"
+    with NodeProcess("so101_virtual.cli", ["--link", str(link), "--role", "leader", "--motion", str(motion)]) as proc:
+        assert wait_for(lambda: "device /dev/pts/" in proc.output() or not proc.alive(), timeout=30), proc.output()
+        assert ping(str(link), 6) == scs.COMM_SUCCESS
+        assert proc.stop() == 0
+
+
+def test_write_calibration_through_the_so101_command(tmp_path, capsys):
+    assert so101_main(["virtual-bus", "--write-calibration", str(tmp_path)]) == 0
+    for role in ("follower", "leader"):
+        written = tmp_path / f"virtual_{role}.json"
+        assert str(written) in capsys.readouterr().out or written.exists()
+        assert load_calibration(written) == load_calibration(CONFIG / f"virtual_{role}.json")
+        assert written.read_text() == (CONFIG / f"virtual_{role}.json").read_text()
+
+
+def parse(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    cli.add_arguments(parser)
+    return parser.parse_args(list(argv))
+
+
+def test_errors_are_printed_once(tmp_path, capsys):
+    assert cli.run(parse("--profile", "nonesuch")) == 1
+    err = capsys.readouterr().err
+    assert err.count("unknown gap profile 'nonesuch'") == 1
+    assert cli.run(parse("--motion", str(tmp_path / "m.txt"))) == 2
+    assert "--role leader" in capsys.readouterr().err
+    assert cli.run(parse("--role", "leader", "--motion", str(tmp_path / "missing.txt"))) == 1
+    assert "cannot read motion file" in capsys.readouterr().err
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("joint_defaults: {backlash: -1}\n")
+    assert cli.run(parse("--profile", str(bad))) == 1
+    assert "joint_defaults.backlash" in capsys.readouterr().err
+    assert cli.run(parse("--time-scale", "0")) == 2

@@ -43,6 +43,7 @@ __all__ = [
     "build_model",
     "CommandFilter",
     "replay_trajectory",
+    "RealTimePacer",
 ]
 
 _LOG = logging.getLogger(__name__)
@@ -165,6 +166,7 @@ class MujocoSim:
         self._nstate = mujoco.mj_stateSize(self.model, self._state_spec)
         self._slices = (slice(0, joints), slice(joints, 2 * joints), slice(2 * joints, 3 * joints))
         self._rollout_data: mujoco.MjData | None = None
+        self._index_by_name = {name: index for index, name in enumerate(JOINT_NAMES)}
         self.reset()
 
     # -- state ------------------------------------------------------------------------------------
@@ -198,7 +200,25 @@ class MujocoSim:
     def step_command(self, positions: Sequence[float], steps: int = 1) -> None:
         """Hold ``positions`` (rad, clipped to the joint range) as the servo target for ``steps`` physics steps."""
         target = self._vector(positions, "positions")
-        self.data.ctrl[self._actuator_index] = target
+        self.data.ctrl[self._actuator_index] = np.clip(target, self._lower, self._upper)
+        self.step(steps)
+
+    def set_targets(self, names: Sequence[str], positions: Sequence[float]) -> None:
+        """Set the servo targets of the named joints (others keep theirs), clipped to the joint range.
+
+        Like Isaac Sim's articulation controller, a command may name any subset of the joints."""
+        if len(names) != len(positions):
+            raise MujocoSimError(f"{len(names)} joint names but {len(positions)} positions")
+        for name, value in zip(names, positions, strict=True):
+            if name not in self._index_by_name:
+                raise MujocoSimError(f"unknown joint {name!r}; expected some of {list(JOINT_NAMES)}")
+            if not math.isfinite(value):
+                raise MujocoSimError(f"target of {name} is not finite: {value}")
+            index = self._index_by_name[name]
+            self.data.ctrl[self._actuator_index[index]] = min(max(float(value), self._lower[index]), self._upper[index])
+
+    def step(self, steps: int = 1) -> None:
+        """Advance ``steps`` physics steps holding the current targets."""
         for _ in range(steps):
             mujoco.mj_step(self.model, self.data)
 
@@ -278,6 +298,29 @@ class MujocoSim:
         if len(commands) > 1 and not (np.diff(commands.time) > 0).all():
             raise MujocoSimError("command times must be strictly increasing")
         return commands
+
+
+@dataclass
+class RealTimePacer:
+    """How many physics steps are due so simulation time keeps up with wall time × ``time_factor``."""
+
+    physics_dt: float  # s per physics step
+    time_factor: float = 1.0  # simulated seconds per wall second (> 1: faster than real time)
+    max_catch_up: int = 40  # steps per call at most, so a stalled process does not freeze in a long burst
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.time_factor) and self.time_factor > 0):
+            raise MujocoSimError(f"time_factor must be > 0, got {self.time_factor}")
+        if self.max_catch_up < 1:
+            raise MujocoSimError(f"max_catch_up must be >= 1, got {self.max_catch_up}")
+        self._steps_done = 0
+
+    def due(self, wall_elapsed: float) -> int:
+        """Steps to run now, given wall seconds since the start; counts them as done."""
+        wanted = math.floor(wall_elapsed * self.time_factor / self.physics_dt + 1e-9) - self._steps_done
+        steps = max(0, min(wanted, self.max_catch_up))
+        self._steps_done += steps
+        return steps
 
 
 def replay_trajectory(command: JointTrajectory, initial_position: np.ndarray,

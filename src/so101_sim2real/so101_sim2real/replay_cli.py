@@ -126,10 +126,12 @@ def run(args: argparse.Namespace) -> int:
         if args.sim == "mujoco":
             applied, state = _replay_mujoco(args, source)
         else:
+            if args.delta_model is not None:
+                raise ReplayError("--delta-model runs in process with --sim mujoco; against Isaac Sim put "
+                                  "so101_gaponet's compensator node in front of the bridge instead")
             from so101_sim2real.replay_node import replay_over_ros
 
-            applied, state = replay_over_ros(source, args.sim_command_topic, args.sim_state_topic, args.settle,
-                                             delta_model=args.delta_model)
+            applied, state = replay_over_ros(source, args.sim_command_topic, args.sim_state_topic, args.settle)
         if args.format == "sage":
             write_sage_sim_run(args.out, applied, state)
         else:

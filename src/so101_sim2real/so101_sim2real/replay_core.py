@@ -33,6 +33,7 @@ __all__ = [
     "ReplayError",
     "ReplaySource",
     "ReplaySchedule",
+    "LiveReplay",
     "JOINT_STATE_TYPE",
     "load_bag_source",
     "load_motion_source",
@@ -213,3 +214,61 @@ class ReplaySchedule:
 
     def finished(self, elapsed: float) -> bool:
         return elapsed >= self.duration
+
+
+class LiveReplay:
+    """A live replay: the schedule, which command to send now, and the sim bag it records into.
+
+    Times are seconds on the replay node's clock (sim time with ``use_sim_time``). The node calls
+    :meth:`start` once the simulator is up, :meth:`tick` on a timer (each due command is returned
+    once), :meth:`record` for every message to keep, and :meth:`close` at the end.
+    """
+
+    def __init__(self, schedule: ReplaySchedule, out: str | Path, robot_id: str = "isaac_so101",
+                 tail_s: float = 0.5) -> None:
+        if Path(out).exists():
+            raise ReplayError(f"output {out} already exists; choose a new path")
+        self.schedule = schedule
+        self.tail_s = tail_s  # s recorded after the last command, so the sim's response to it is kept
+        self.writer = EpisodeWriter(out, EpisodeMetadata(name="", robot_id=robot_id, task=schedule.source.name,
+                                                         notes=f"sim replay of {schedule.source.metadata}"))
+        self._start: float | None = None
+        self._sent = -2  # index of the last command returned (-1: the initial-state command)
+
+    @property
+    def started(self) -> bool:
+        return self._start is not None
+
+    def start(self, now: float) -> None:
+        try:
+            self.writer.open()
+        except RecorderError as err:
+            raise ReplayError(f"cannot open sim bag: {err}") from err
+        self._start = now
+
+    def tick(self, now: float) -> list[np.ndarray]:
+        """The targets to publish now, in order: each command once (the initial state first); none when idle.
+
+        When the timer lags behind the stream, every command that fell due since the last tick is returned."""
+        if self._start is None:
+            return []
+        index, _ = self.schedule.due(now - self._start)
+        targets = [self.schedule.source.initial_position if k < 0 else self.schedule.source.command.position[k]
+                   for k in range(max(self._sent + 1, -1), index + 1)]
+        self._sent = max(self._sent, index)
+        return targets
+
+    def finished(self, now: float) -> bool:
+        return self._start is not None and now - self._start >= self.schedule.duration + self.tail_s
+
+    def record(self, topic: str, msgtype: str, data: bytes, stamp_ns: int) -> None:
+        if self.writer.is_open:
+            try:
+                self.writer.write(topic, msgtype, data, stamp_ns)
+            except RecorderError as err:
+                raise ReplayError(f"cannot write sim bag: {err}") from err
+
+    def close(self) -> Path:
+        if self.writer.is_open:
+            self.writer.close()
+        return self.writer.path

@@ -1,0 +1,248 @@
+"""Properties of SafetyFilter over arbitrary input sequences (hypothesis).
+
+Random configs, random commands (any floats incl. NaN/inf/huge, random names and lengths), random
+measured states, gripper loads, e-stops, resets and random timing (zero, tiny, normal, huge gaps,
+going backwards). After every step the output is checked against the guarantees in
+``so101_safety.core``; nothing may raise.
+"""
+
+from __future__ import annotations
+
+import math
+
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
+
+from so101_description.joints import JOINT_NAMES
+from so101_safety.config import JointOverride, SafetyConfig
+from so101_safety.core import SafetyFilter
+
+# A moderate budget keeps this file at ~20 s; derandomized, so CI runs the same examples each time.
+PROFILE = settings(max_examples=150, stateful_step_count=60, deadline=None, derandomize=True,
+                   suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+
+POS_TOL = 1e-9  # rad: floating-point rounding allowed on the position bounds
+
+any_float = st.floats(allow_nan=True, allow_infinity=True)
+joint_value = st.one_of(st.floats(-4.0, 4.0), any_float, st.sampled_from([0.0, 1e300, -1e300, math.nan, math.inf]))
+names = st.one_of(st.sampled_from(JOINT_NAMES), st.sampled_from(["", "elbow", "GRIPPER", "gripper ", "x"]), st.text(max_size=5))
+gaps = st.one_of(
+    st.floats(1e-4, 0.03),  # a normal tick
+    st.just(0.0),
+    st.floats(1e-9, 1e-5),  # closer than MIN_DT
+    st.floats(0.03, 2.0),  # around the watchdog
+    st.sampled_from([10.0, 1e3, 1e6]),  # long pauses
+    st.floats(-1.0, -1e-6),  # the clock went backwards
+)
+overrides = st.dictionaries(
+    st.sampled_from(JOINT_NAMES),
+    st.builds(JointOverride, margin=st.none() | st.floats(0.0, 0.3), max_velocity=st.none() | st.floats(0.05, 10.0),
+              max_acceleration=st.none() | st.floats(0.5, 500.0)),
+    max_size=3)
+configs = st.builds(
+    SafetyConfig,
+    margin=st.floats(0.0, 0.3), max_velocity=st.floats(0.05, 10.0), max_acceleration=st.floats(0.5, 500.0),
+    watchdog_timeout=st.floats(0.02, 1.0), smoothing_cutoff_hz=st.sampled_from([0.0, 0.5, 5.0, 50.0]),
+    gripper_load_limit=st.sampled_from([0.0, 0.3, 0.6]), gripper_load_hysteresis=st.just(0.0),
+    reseed_tolerance=st.sampled_from([0.0, 0.1, 10.0]), joints=overrides)
+
+
+class FilterMachine(RuleBasedStateMachine):
+    """Drives one SafetyFilter and keeps the few facts needed to check its outputs."""
+
+    @initialize(config=configs, start=st.floats(-1e3, 1e6),
+                measured=st.none() | st.lists(st.floats(-4.0, 4.0), min_size=6, max_size=6))
+    def setup(self, config: SafetyConfig, start: float, measured: list[float] | None) -> None:
+        self.f = SafetyFilter(config)
+        self.limits = config.limits
+        self.now = start
+        self.measured: list[float | None] = [None] * 6  # last finite measurement per joint
+        self.measured_time = [-math.inf] * 6
+        self.command_time: float | None = None  # newest accepted command
+        self.estopped = False
+        self.prev = None  # the previous (distinct) output
+        self.estop_position: tuple[float, ...] | None = None  # what the e-stop holds, once known
+        self.prev_position_at_estop: tuple[float, ...] | None = None
+        self.events_since_prev = False  # an accepted command or a reset since the previous output
+        if measured is not None:  # half the runs start with the arm reporting in
+            self.measure_all(measured)
+
+    # ------------------------------------------------------------ inputs
+
+    @rule(gap=gaps)
+    def advance(self, gap: float) -> None:
+        self.now += gap
+
+    @rule(data=st.data(), n=st.integers(0, 8), mismatch=st.integers(-1, 1), stamp_bad=st.booleans())
+    def command(self, data, n: int, mismatch: int, stamp_bad: bool) -> None:
+        ns = data.draw(st.lists(names, min_size=n, max_size=n))
+        ps = data.draw(st.lists(joint_value, min_size=max(0, n + mismatch), max_size=max(0, n + mismatch)))
+        stamp = data.draw(st.sampled_from([math.nan, math.inf])) if stamp_bad else self.now
+        verdict = self.f.on_command(ns, ps, stamp)
+        if verdict.accepted:
+            assert not self.estopped and not stamp_bad and len(ns) == len(ps) and ns
+            assert all(n in JOINT_NAMES for n in ns) and len(set(ns)) == len(ns)
+            assert all(math.isfinite(p) for p in ps)
+            self.command_time = stamp if self.command_time is None else max(stamp, self.command_time)
+            self.events_since_prev = True
+
+    @rule(data=st.data())
+    def good_command(self, data) -> None:
+        ns = data.draw(st.lists(st.sampled_from(JOINT_NAMES), min_size=1, max_size=6, unique=True))
+        ps = data.draw(st.lists(st.floats(-3.5, 3.5), min_size=len(ns), max_size=len(ns)))
+        verdict = self.f.on_command(ns, ps, self.now)
+        assert verdict.accepted == (not self.estopped)
+        if verdict.accepted:
+            self.command_time = self.now if self.command_time is None else max(self.now, self.command_time)
+            self.events_since_prev = True
+
+    @rule(positions=st.lists(joint_value, min_size=6, max_size=6), efforts=st.lists(any_float, min_size=6, max_size=6)
+          | st.just([]), subset=st.integers(1, 6))
+    def measure(self, positions, efforts, subset: int) -> None:
+        ns = list(JOINT_NAMES[:subset])
+        self.f.on_measured(ns, positions[:subset], [], efforts[:subset] if efforts else [], self.now)
+        for i in range(subset):
+            if math.isfinite(positions[i]):
+                self.measured[i] = positions[i]
+                self.measured_time[i] = self.now
+
+    @rule(positions=st.lists(st.floats(-4.0, 4.0), min_size=6, max_size=6))
+    def measure_all(self, positions) -> None:
+        assert self.f.on_measured(JOINT_NAMES, positions, [], [], self.now)
+        self.measured, self.measured_time = list(positions), [self.now] * 6
+
+    @rule(data=st.data())
+    def garbage_measured(self, data) -> None:
+        ns = data.draw(st.lists(names, max_size=8))
+        ps = data.draw(st.lists(joint_value, max_size=8))
+        verdict = self.f.on_measured(ns, ps, [], [], self.now)
+        if verdict.accepted:  # only known joints with finite positions count
+            for name, p in zip(ns, ps, strict=True):
+                if name in JOINT_NAMES and math.isfinite(p):
+                    i = JOINT_NAMES.index(name)
+                    self.measured[i], self.measured_time[i] = p, self.now
+
+    @rule(load=st.one_of(st.floats(0.0, 1.0), any_float))
+    def gripper_load(self, load: float) -> None:
+        self.f.on_gripper_load(load, self.now)
+
+    @rule()
+    def estop(self) -> None:
+        if not self.estopped:
+            self.prev_position_at_estop = self.prev.positions if self.prev is not None else None
+            self.estop_position = None
+        self.f.estop("property test")
+        self.estopped = True
+
+    @rule()
+    def reset(self) -> None:
+        assert self.f.reset() == self.estopped
+        if self.estopped:
+            self.command_time = None
+            self.events_since_prev = True
+        self.estopped = False
+
+    # ------------------------------------------------------------ the step and its checks
+
+    @rule(gap=st.floats(1e-3, 0.03), measure=st.booleans())
+    def tick(self, gap: float, measure: bool) -> None:
+        """The common case: time moves on by a control period (the arm reporting where the output is)."""
+        self.now += gap
+        if measure and self.prev is not None:
+            self.measure_all(list(self.prev.positions))
+        self.step()
+
+    @rule()
+    def step(self) -> None:
+        c = self.f.step(self.now)
+        if any(m is None for m in self.measured):
+            assert c is None
+            return
+        assert c is not None
+        if self.prev is not None and c is self.prev:  # no time passed: the same output again
+            assert self.now - self.prev.stamp < 1e-6
+            return
+        assert c.stamp == self.now and c.names == JOINT_NAMES
+        event(f"output {c.state}{' reseeded' if c.reseeded else ''}{' moving' if any(c.velocities) else ''}")
+        clipped_measured = tuple(lim.clip(m) for lim, m in zip(self.limits, self.measured, strict=True))
+        # 2. position limits
+        for lim, y in zip(self.limits, c.positions, strict=True):
+            assert math.isfinite(y) and lim.lower - POS_TOL <= y <= lim.upper + POS_TOL
+        # 4. e-stop: held, never moving
+        assert c.estopped == self.estopped
+        if c.estopped:
+            assert c.velocities == (0.0,) * 6
+            if self.estop_position is None:
+                expected = self.prev_position_at_estop or clipped_measured
+                assert c.positions == expected
+                self.estop_position = c.positions
+            assert c.positions == self.estop_position
+        else:
+            # 5. watchdog
+            timeout = self.f.config.watchdog_timeout
+            command_stale = self.command_time is None or abs(self.now - self.command_time) > timeout
+            measured_stale = any(abs(self.now - t) > timeout for t in self.measured_time)
+            assert c.command_stale == command_stale and c.measured_stale == measured_stale
+            assert c.holding == (command_stale or measured_stale)
+            if c.reseeded or self.prev is None:
+                assert c.reseeded and c.positions == clipped_measured and c.velocities == (0.0,) * 6
+            else:
+                self._check_motion(self.prev, c)
+            for lim, x in zip(self.limits, c.targets, strict=True):
+                assert lim.lower <= x <= lim.upper
+            if c.holding:  # the hold target: the measured position when the hold (re)latched, then constant
+                p = self.prev
+                if p is None or not p.holding or p.estopped or self.events_since_prev:
+                    assert c.targets == clipped_measured
+                else:
+                    assert c.targets == p.targets
+                    if self.f.config.smoothing_cutoff_hz == 0 and p.positions == p.targets \
+                            and p.velocities == (0.0,) * 6:
+                        assert c.positions == p.positions  # at rest on the hold: stays put
+        self.events_since_prev = False
+        self.prev = c
+
+    def _check_motion(self, p, c) -> None:
+        dt = c.stamp - p.stamp
+        assert dt >= 1e-6
+        for i, lim in enumerate(self.limits):
+            dy = c.positions[i] - p.positions[i]
+            # 3a. velocity
+            assert abs(dy) <= lim.max_velocity * dt + POS_TOL
+            v = dy / dt
+            assert v == c.velocities[i]
+            v_prev = p.velocities[i]
+            if lim.is_gripper and c.gripper_limited and dy == 0.0 and v_prev <= 0.0:
+                continue  # the documented exception: a closing gripper stops at once on overload
+            # 3b. acceleration
+            assert abs(v - v_prev) <= lim.max_acceleration * dt + 2 * POS_TOL / dt
+
+    @invariant()
+    def counters_are_consistent(self) -> None:
+        if hasattr(self, "f"):
+            assert self.f.stats.rejected_total >= 0 and self.f.estopped == self.estopped
+
+
+FilterMachine.TestCase.settings = PROFILE
+TestSafetyFilterProperties = FilterMachine.TestCase
+
+
+@PROFILE
+@given(config=configs, target=st.floats(-3.0, 3.0), name=st.sampled_from(JOINT_NAMES))
+def test_a_step_command_is_approached_without_overshoot(config, target, name):
+    f = SafetyFilter(config)
+    i = JOINT_NAMES.index(name)
+    lim = config.limits[i]
+    f.on_measured(JOINT_NAMES, [0.0] * 6, [], [], 0.0)
+    outputs = []
+    for k in range(1, 400):
+        t = k * 0.01
+        f.on_measured(JOINT_NAMES, [0.0] * 6, [], [], t)
+        f.on_command([name], [target], t)
+        outputs.append(f.step(t).positions[i])
+    start, goal = lim.clip(0.0), lim.clip(target)
+    lo, hi = min(start, goal), max(start, goal)
+    assert all(lo - POS_TOL <= y <= hi + POS_TOL for y in outputs)  # never past the target
+    if config.smoothing_cutoff_hz == 0 and lim.max_velocity >= 2.0 and lim.max_acceleration >= 5.0:
+        assert outputs[-1] == goal  # and it gets there (exactly) in a few seconds

@@ -1,0 +1,175 @@
+"""``safety_filter`` node: the ROS shell around :class:`so101_safety.core.SafetyFilter`.
+
+Subscribes ``input`` (JointState command, default remap ``/gaponet/joint_command``), ``/joint_states``,
+``/diagnostics`` (gripper load, see :mod:`so101_safety.diagnostics`) and ``~/estop_trigger``
+(std_msgs/Bool: true latches the e-stop, false does nothing). Publishes ``output`` (JointState, all
+joints, positions only, default remap ``/joint_command``) at ``rate_hz`` and its state on
+``/diagnostics``. Services ``~/estop`` and ``~/reset`` (std_srvs/Trigger). Parameters: see
+``config/safety.yaml`` and the package README; they are read at start-up (changes at run time are
+refused). Every input is stamped with this node's clock at arrival (``use_sim_time`` honoured).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+import rclpy
+import rclpy.executors
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from rcl_interfaces.msg import ParameterDescriptor, SetParametersResult
+from rclpy.node import Node
+from rclpy.parameter import Parameter
+from rclpy.qos import QoSProfile, ReliabilityPolicy
+from sensor_msgs.msg import JointState
+from std_msgs.msg import Bool
+from std_srvs.srv import Trigger
+
+from so101_safety.config import JointOverride, NodeOptions, SafetyConfig, split_parameters
+from so101_safety.core import SafetyFilter, Verdict
+from so101_safety.diagnostics import parse_gripper_load, status_report
+from so101_safety.errors import SafetyConfigError
+
+__all__ = ["SafetyNode", "main"]
+
+# Commands and joint states: best effort accepts reliable and best-effort publishers alike.
+_STREAM_QOS = QoSProfile(depth=10, reliability=ReliabilityPolicy.BEST_EFFORT)
+
+
+class SafetyNode(Node):
+    def __init__(self, **kwargs) -> None:
+        super().__init__("safety_filter", **kwargs)
+        self.config, self.options = split_parameters(self._declare_parameters())
+        self.filter = SafetyFilter(self.config)
+        self._gripper = next(lim for lim in self.config.limits if lim.is_gripper)
+        self._t0_ns = self.get_clock().now().nanoseconds
+        self._reported_rejections = 0
+        self.add_on_set_parameters_callback(self._on_set_parameters)
+
+        self.pub = self.create_publisher(JointState, "output", 10)
+        self.diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
+        self.create_subscription(JointState, "input", self._on_command, _STREAM_QOS)
+        self.create_subscription(JointState, "/joint_states", self._on_joint_states, _STREAM_QOS)
+        self.create_subscription(DiagnosticArray, "/diagnostics", self._on_diagnostics, 50)
+        self.create_subscription(Bool, "~/estop_trigger", self._on_estop_trigger, 10)
+        self.create_service(Trigger, "~/estop", self._on_estop)
+        self.create_service(Trigger, "~/reset", self._on_reset)
+        self.create_timer(1.0 / self.config.rate_hz, self._on_tick)
+        self.create_timer(self.options.diagnostics_period, self._publish_diagnostics)
+        limits = ", ".join(f"{lim.name} [{lim.lower:.3f}, {lim.upper:.3f}] rad ≤{lim.max_velocity:g} rad/s "
+                           f"≤{lim.max_acceleration:g} rad/s²" for lim in self.config.limits)
+        self.get_logger().info(f"safety filter at {self.config.rate_hz:g} Hz, watchdog "
+                               f"{self.config.watchdog_timeout:g} s; {limits}")
+
+    def _declare_parameters(self) -> dict[str, object]:
+        loose = ParameterDescriptor(dynamic_typing=True)  # ints where floats are meant are fine; the config checks
+        defaults = {**SafetyConfig().to_mapping(), **vars(NodeOptions())}
+        values = {name: self.declare_parameter(name, default, loose).value for name, default in defaults.items()}
+        for joint in (lim.name for lim in SafetyConfig().limits):
+            for key in vars(JointOverride()):
+                name = f"joints.{joint}.{key}"
+                values[name] = self.declare_parameter(name, None, loose).value  # unset = default
+        return values
+
+    def _on_set_parameters(self, params: list[Parameter]) -> SetParametersResult:
+        refused = [p.name for p in params if p.name != "use_sim_time"]
+        if refused:
+            return SetParametersResult(successful=False, reason=f"{refused}: safety parameters are read at start-up; "
+                                       "restart the node to change them")
+        return SetParametersResult(successful=True)
+
+    def _now(self) -> float:
+        """Seconds since start on this node's clock (relative, so float precision stays sub-microsecond)."""
+        return (self.get_clock().now().nanoseconds - self._t0_ns) * 1e-9
+
+    # ---------------------------------------------------------------- inputs
+    def _on_command(self, msg: JointState) -> None:
+        self._log_rejection("command", self.filter.on_command(msg.name, msg.position, self._now()))
+
+    def _on_joint_states(self, msg: JointState) -> None:
+        self._log_rejection("/joint_states", self.filter.on_measured(msg.name, msg.position, msg.velocity,
+                                                                     msg.effort, self._now()))
+
+    def _on_diagnostics(self, msg: DiagnosticArray) -> None:
+        statuses = [(s.name, s.hardware_id, [(kv.key, kv.value) for kv in s.values]) for s in msg.status]
+        load = parse_gripper_load(statuses, self._gripper.max_effort, self.options.gripper_status_match,
+                                  ignore_prefix=self.get_name())
+        if load is not None:
+            self.filter.on_gripper_load(load, self._now())
+
+    def _on_estop_trigger(self, msg: Bool) -> None:
+        if msg.data:
+            self._estop("~/estop_trigger")
+
+    def _log_rejection(self, what: str, verdict: Verdict) -> None:
+        if not verdict.accepted:
+            reason = verdict.reason.value if verdict.reason else "?"
+            self.get_logger().warning(f"rejected {what} ({reason}): {verdict.detail}",
+                                      throttle_duration_sec=self.options.log_throttle)
+
+    # ---------------------------------------------------------------- e-stop
+    def _estop(self, source: str) -> str:
+        was = self.filter.estopped
+        self.filter.estop(f"requested via {source}")
+        if not was:
+            self.get_logger().error(f"E-STOP latched via {source}: output held until ~/reset")
+        return "e-stop latched" if not was else f"e-stop already latched ({self.filter.stats.estops} so far)"
+
+    def _on_estop(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
+        response.success, response.message = True, self._estop("~/estop")
+        return response
+
+    def _on_reset(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
+        released = self.filter.reset()
+        response.success = True
+        response.message = ("e-stop released: holding the measured position until a new command" if released
+                            else "no e-stop latched: nothing changed")
+        self.get_logger().info(response.message)
+        return response
+
+    # ---------------------------------------------------------------- output
+    def _on_tick(self) -> None:
+        command = self.filter.step(self._now())
+        if command is None:
+            return
+        msg = JointState()
+        msg.header.stamp = self.get_clock().now().to_msg()
+        msg.name = list(command.names)
+        msg.position = list(command.positions)
+        self.pub.publish(msg)
+
+    def _publish_diagnostics(self) -> None:
+        stats = self.filter.stats
+        new_rejections = stats.rejected_total - self._reported_rejections
+        self._reported_rejections = stats.rejected_total
+        report = status_report(self.filter.last, stats, new_rejections, self.filter.estop_reason)
+        status = DiagnosticStatus(level=bytes([int(report.level)]), name=f"{self.get_name()}: filter",
+                                  message=report.message, hardware_id="so101_safety",
+                                  values=[KeyValue(key=k, value=v) for k, v in report.values.items()])
+        msg = DiagnosticArray(status=[status])
+        msg.header.stamp = self.get_clock().now().to_msg()
+        self.diag_pub.publish(msg)
+
+
+def main(args: Sequence[str] | None = None) -> int:
+    rclpy.init(args=args)
+    node = None
+    try:
+        try:
+            node = SafetyNode()
+        except SafetyConfigError as err:
+            print(f"safety_filter: error: {err}", file=sys.stderr, flush=True)
+            return 1
+        rclpy.spin(node)
+    except (KeyboardInterrupt, rclpy.executors.ExternalShutdownException):
+        pass
+    finally:
+        if node is not None:
+            node.destroy_node()
+        if rclpy.ok():
+            rclpy.try_shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

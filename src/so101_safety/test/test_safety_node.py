@@ -1,0 +1,202 @@
+"""The safety node in a child process over real DDS (loopback, private domain): clipping, the watchdog
+hold, e-stop via service and topic, reset, rejected messages, diagnostics."""
+
+from __future__ import annotations
+
+import math
+import threading
+from pathlib import Path
+
+import pytest
+import rclpy
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from rclpy.executors import SingleThreadedExecutor
+from rclpy.node import Node
+from sensor_msgs.msg import JointState
+from std_msgs.msg import Bool
+from std_srvs.srv import Trigger
+
+from so101_description.joints import JOINT_NAMES, joint
+from so101_testing import NodeProcess, wait_for
+
+REPO = Path(__file__).resolve().parents[3]
+PARAMS = REPO / "config" / "safety.yaml"
+MARGIN = 0.05
+ARM = [0.0, 0.0, 0.2, 0.0, 0.0, 0.5]  # where the (pretend) arm reports it is
+
+
+class Harness(Node):
+    """Plays the arm (/joint_states at 50 Hz) and the command source; records the filter's output."""
+
+    def __init__(self) -> None:
+        super().__init__("safety_test_harness")
+        self.cmd_pub = self.create_publisher(JointState, "/safety_test/command", 10)
+        self.js_pub = self.create_publisher(JointState, "/joint_states", 10)
+        self.diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
+        self.estop_pub = self.create_publisher(Bool, "/safety_filter/estop_trigger", 10)
+        self.create_subscription(JointState, "/safety_test/output", self._on_output, 50)
+        self.create_subscription(DiagnosticArray, "/diagnostics", self._on_diag, 50)
+        self.reset_client = self.create_client(Trigger, "/safety_filter/reset")
+        self.estop_client = self.create_client(Trigger, "/safety_filter/estop")
+        self.lock = threading.Lock()
+        self.outputs: list[tuple[float, list[float]]] = []
+        self.status: DiagnosticStatus | None = None
+        self.command: tuple[list[str], list[float]] | None = None  # re-sent at 50 Hz while set
+        self.create_timer(0.02, self._tick)
+
+    def _tick(self) -> None:
+        self.js_pub.publish(self._state(JOINT_NAMES, ARM, effort=[0.0] * 6))
+        if self.command is not None:
+            self.cmd_pub.publish(self._state(*self.command))
+
+    def _state(self, names, positions, effort=()) -> JointState:
+        msg = JointState()
+        msg.header.stamp = self.get_clock().now().to_msg()
+        msg.name, msg.position, msg.effort = list(names), [float(p) for p in positions], list(effort)
+        return msg
+
+    def _on_output(self, msg: JointState) -> None:
+        assert list(msg.name) == list(JOINT_NAMES)
+        with self.lock:
+            self.outputs.append((self.get_clock().now().nanoseconds * 1e-9, list(msg.position)))
+
+    def _on_diag(self, msg: DiagnosticArray) -> None:
+        for status in msg.status:
+            if status.name.startswith("safety_filter"):
+                with self.lock:
+                    self.status = status
+
+    def since(self, t: float) -> list[list[float]]:
+        with self.lock:
+            return [p for stamp, p in self.outputs if stamp >= t]
+
+    def latest(self) -> list[float] | None:
+        with self.lock:
+            return self.outputs[-1][1] if self.outputs else None
+
+    def now(self) -> float:
+        return self.get_clock().now().nanoseconds * 1e-9
+
+    def call(self, client, timeout: float = 5.0) -> Trigger.Response:
+        assert client.wait_for_service(timeout_sec=timeout)
+        future = client.call_async(Trigger.Request())
+        assert wait_for(future.done, timeout)
+        return future.result()
+
+    def status_values(self) -> dict[str, str]:
+        with self.lock:
+            return {kv.key: kv.value for kv in self.status.values} if self.status else {}
+
+    def send_gripper_load(self, permille: int) -> None:
+        status = DiagnosticStatus(name="so101_driver: gripper", hardware_id="servo 6",
+                                  values=[KeyValue(key="load_permille", value=str(permille))])
+        self.diag_pub.publish(DiagnosticArray(status=[status]))
+
+
+@pytest.fixture(scope="module")
+def harness():
+    args = ["--ros-args", "--params-file", str(PARAMS), "-p", "watchdog_timeout:=0.3",
+            "-p", "diagnostics_period:=0.2", "-p", "log_throttle:=0.1",
+            "-r", "input:=/safety_test/command", "-r", "output:=/safety_test/output"]
+    rclpy.init()
+    node = Harness()
+    executor = SingleThreadedExecutor()
+    executor.add_node(node)
+    spinner = threading.Thread(target=executor.spin, daemon=True)
+    spinner.start()
+    with NodeProcess("so101_safety.safety_node", args) as proc:
+        try:
+            assert wait_for(lambda: node.latest() is not None, 20.0), proc.output()
+            yield node, proc
+            assert proc.alive(), proc.output()
+        finally:
+            executor.shutdown()
+            node.destroy_node()
+            rclpy.try_shutdown()
+
+
+def test_out_of_limit_command_is_clipped(harness):
+    node, proc = harness
+    upper = joint("shoulder_pan").upper - MARGIN
+    node.command = (["shoulder_pan"], [5.0])  # far beyond the limit
+    t0 = node.now()
+    assert wait_for(lambda: (node.latest() or [0])[0] == pytest.approx(upper, abs=1e-9), 5.0), proc.output()
+    seen = node.since(t0)
+    assert max(p[0] for p in seen) <= upper + 1e-9
+    assert all(p[1:] == pytest.approx(ARM[1:]) for p in seen)  # joints not commanded stay where the arm is
+    assert wait_for(lambda: "shoulder_pan" in node.status_values().get("clipped_joints", ""), 3.0)
+
+
+def test_stalled_command_stream_triggers_the_watchdog_hold(harness):
+    node, proc = harness
+    node.command = (["shoulder_pan", "elbow_flex"], [0.3, 1.2])
+    assert wait_for(lambda: (node.latest() or [0, 0, 0])[2] == pytest.approx(1.2, abs=1e-6), 5.0), proc.output()
+    node.command = None  # the source stalls
+    # after 0.3 s the filter holds the measured position: it ramps back to where the arm reports it is
+    assert wait_for(lambda: node.latest() == pytest.approx(ARM, abs=1e-9), 5.0), proc.output()
+    assert wait_for(lambda: node.status_values().get("state") == "holding", 3.0)
+    with node.lock:
+        assert node.status.level == DiagnosticStatus.WARN and "watchdog" in node.status.message
+
+
+def test_estop_via_service_latches_until_reset(harness):
+    node, proc = harness
+    node.command = (["wrist_flex"], [1.0])
+    assert wait_for(lambda: (node.latest() or [0] * 4)[3] > 0.3, 5.0), proc.output()
+    response = node.call(node.estop_client)
+    assert response.success and "latched" in response.message
+    t0 = node.now() + 0.1  # outputs already on the wire may still arrive
+    assert wait_for(lambda: node.status_values().get("state") == "estopped", 3.0)
+    assert wait_for(lambda: len(node.since(t0)) > 30, 5.0)
+    frozen = node.since(t0)
+    assert all(p == frozen[0] for p in frozen) and frozen[0][3] < 1.0  # stopped mid-way, never moves
+    with node.lock:
+        assert node.status.level == DiagnosticStatus.ERROR
+    assert int(node.status_values()["rejected_estopped"]) > 0  # the commands kept coming and were ignored
+
+    response = node.call(node.reset_client)
+    assert response.success and "released" in response.message
+    assert wait_for(lambda: (node.latest() or [0] * 4)[3] == pytest.approx(1.0, abs=1e-6), 5.0), proc.output()
+    assert node.call(node.reset_client).message.startswith("no e-stop")
+
+
+def test_estop_trigger_topic_and_bad_messages(harness):
+    node, proc = harness
+    node.command = (["elbow_flex"], [math.nan])  # rejected, logged, never a crash
+    node.cmd_pub.publish(node._state(["elbow", "gripper"], [0.0, 0.1]))
+    node.cmd_pub.publish(node._state(["gripper"], [0.1, 0.2]))
+    assert wait_for(lambda: int(node.status_values().get("rejected_non_finite", "0")) > 0, 5.0)
+    assert wait_for(lambda: "rejected command (non_finite)" in proc.output(), 5.0)
+    node.command = (["gripper"], [1.0])
+    node.estop_pub.publish(Bool(data=True))
+    assert wait_for(lambda: node.status_values().get("state") == "estopped", 5.0)
+    assert "estop_trigger" in node.status_values()["estop_reason"]
+    assert node.call(node.reset_client).success
+    assert wait_for(lambda: (node.latest() or [0] * 6)[5] == pytest.approx(1.0, abs=1e-6), 5.0)
+
+
+def test_gripper_load_from_diagnostics_stops_closing(harness):
+    node, proc = harness
+    node.command = (["gripper"], [1.0])
+    assert wait_for(lambda: (node.latest() or [0] * 6)[5] == pytest.approx(1.0, abs=1e-6), 5.0)
+    node.send_gripper_load(900)  # 90 % of max torque, above the 0.6 limit
+    assert wait_for(lambda: node.status_values().get("gripper_load_limited") == "True", 3.0), proc.output()
+    node.command = (["gripper"], [0.0])  # try to close further
+    t0 = node.now() + 0.1
+    assert wait_for(lambda: len(node.since(t0)) > 20, 3.0)
+    assert min(p[5] for p in node.since(t0)) == pytest.approx(1.0, abs=1e-6)
+    node.command = None
+
+
+def test_parameters_cannot_change_at_run_time(harness):
+    from rcl_interfaces.msg import Parameter, ParameterType, ParameterValue
+    from rcl_interfaces.srv import SetParameters
+
+    node, proc = harness
+    client = node.create_client(SetParameters, "/safety_filter/set_parameters")
+    assert client.wait_for_service(timeout_sec=5.0)
+    value = ParameterValue(type=ParameterType.PARAMETER_DOUBLE, double_value=10.0)
+    future = client.call_async(SetParameters.Request(parameters=[Parameter(name="max_velocity", value=value)]))
+    assert wait_for(future.done, 5.0)
+    result = future.result().results[0]
+    assert not result.successful and "start-up" in result.reason

@@ -1,0 +1,194 @@
+"""``recorder`` node: raw subscriptions to the chosen topics, episodes on ``~/start``/``~/stop``/``~/toggle``.
+
+Topics are subscribed raw (no deserialisation) with the type each one advertises; topics that
+appear later are picked up by periodic rediscovery. QoS follows the publishers (reliable only if
+all of them are, transient-local likewise), as ``ros2 bag record`` does. State goes to ``/diagnostics``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import threading
+
+import rclpy
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from rcl_interfaces.msg import SetParametersResult
+from rclpy.executors import ExternalShutdownException
+from rclpy.node import Node
+from rclpy.parameter import Parameter
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+from std_msgs.msg import Empty
+from std_srvs.srv import Trigger
+
+from so101_recorder.errors import RecorderError
+from so101_recorder.recorder import Recorder, RecorderConfig
+
+__all__ = ["DEFAULT_TOPICS", "RecorderNode", "main"]
+
+DEFAULT_TOPICS = ["joint_states", "/leader/joint_states", "/policy/joint_command", "/gaponet/joint_command",
+                  "/joint_command", "/diagnostics"]
+
+
+class RecorderNode(Node):
+    def __init__(self, name: str = "recorder", **kwargs) -> None:
+        super().__init__(name, **kwargs)
+        p = {
+            "topics": DEFAULT_TOPICS, "bag_root": "bags", "robot_id": "so101", "task": "episode",
+            "calibration_file": "", "gap_profile": "", "notes": "", "max_episode_s": 0.0, "flush_period_s": 0.5,
+            "fsync": False, "discovery_period_s": 1.0, "diagnostics_period_s": 1.0, "qos_depth": 100, "autostart": False,
+        }
+        for key, default in p.items():
+            self.declare_parameter(key, default)
+        get = lambda key: self.get_parameter(key).value  # noqa: E731
+        self.recorder = Recorder(RecorderConfig(
+            root=get("bag_root"), robot_id=get("robot_id"), task=get("task"),
+            calibration_file=get("calibration_file") or None, gap_profile=get("gap_profile") or None,
+            notes=get("notes"), max_episode_s=get("max_episode_s") or None, flush_period_s=get("flush_period_s"),
+            fsync=get("fsync")))
+        self.wanted = [self.resolve_topic_name(t) for t in get("topics") if t]
+        self.qos_depth = int(get("qos_depth"))
+        self.subscribed: dict[str, str] = {}  # topic -> type
+        self.refused: dict[str, str] = {}  # topic -> why it is not recorded
+        self._discovery_lock = threading.Lock()  # discover() also runs from `so101 record`'s main thread
+        self.add_on_set_parameters_callback(self._on_set_parameters)
+        self.diagnostics = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
+        self.create_service(Trigger, "~/start", self._start)
+        self.create_service(Trigger, "~/stop", self._stop)
+        self.create_subscription(Empty, "~/toggle", self._toggle, 10)
+        self.create_timer(float(get("discovery_period_s")), self.discover)
+        self.create_timer(min(0.1, self.recorder.config.flush_period_s / 2), self._tick)
+        self.create_timer(float(get("diagnostics_period_s")), self.publish_diagnostics)
+        self.discover()
+        if get("autostart"):
+            self.start_episode()
+
+    def _on_set_parameters(self, params: list[Parameter]) -> SetParametersResult:
+        """Episode metadata may change between episodes (``ros2 param set /recorder task pick``)."""
+        try:
+            self.recorder.config.update({p.name: p.value for p in params})
+        except RecorderError as err:
+            return SetParametersResult(successful=False, reason=str(err))
+        return SetParametersResult(successful=True)
+
+    # -- topics ----------------------------------------------------------------------------------
+    def discover(self) -> None:
+        with self._discovery_lock:
+            self._discover()
+
+    def _discover(self) -> None:
+        advertised = dict(self.get_topic_names_and_types())
+        for topic in self.wanted:
+            if topic in self.subscribed or topic in self.refused or not advertised.get(topic):
+                continue
+            msgtype = advertised[topic][0]
+            try:
+                self.recorder.check_type(msgtype)
+                package, kind, name = msgtype.split("/")
+                msg_class = getattr(importlib.import_module(f"{package}.{kind}"), name)
+            except (RecorderError, ImportError, AttributeError, ValueError) as err:
+                self.refused[topic] = f"{msgtype}: {err}"
+                self.get_logger().error(f"not recording {topic}: {self.refused[topic]}")
+                continue
+            self.create_subscription(msg_class, topic, lambda data, t=topic, m=msgtype: self._on_message(t, m, data),
+                                     self._qos(topic), raw=True)
+            self.subscribed[topic] = msgtype
+            self.get_logger().info(f"subscribed to {topic} [{msgtype}]")
+
+    def _qos(self, topic: str) -> QoSProfile:
+        publishers = self.get_publishers_info_by_topic(topic)
+        reliable = bool(publishers) and all(p.qos_profile.reliability == ReliabilityPolicy.RELIABLE for p in publishers)
+        latched = bool(publishers) and all(p.qos_profile.durability == DurabilityPolicy.TRANSIENT_LOCAL for p in publishers)
+        return QoSProfile(depth=self.qos_depth,
+                          reliability=ReliabilityPolicy.RELIABLE if reliable else ReliabilityPolicy.BEST_EFFORT,
+                          durability=DurabilityPolicy.TRANSIENT_LOCAL if latched else DurabilityPolicy.VOLATILE)
+
+    def _on_message(self, topic: str, msgtype: str, data: bytes) -> None:
+        try:
+            self.recorder.write(topic, msgtype, data, self.get_clock().now().nanoseconds)
+        except RecorderError as err:
+            self.get_logger().error(str(err))
+
+    # -- episodes --------------------------------------------------------------------------------
+    def start_episode(self) -> tuple[bool, str]:
+        try:
+            path = self.recorder.start()
+        except RecorderError as err:
+            self.get_logger().error(str(err))
+            return False, str(err)
+        self.get_logger().info(f"recording {path}")
+        return True, str(path)
+
+    def stop_episode(self) -> tuple[bool, str]:
+        try:
+            episode = self.recorder.stop()
+        except RecorderError as err:
+            self.get_logger().error(str(err))
+            return False, str(err)
+        if episode is None:
+            return False, "not recording"
+        bag = self.recorder.status().bag
+        self.get_logger().info(f"episode {episode.name} complete: {episode.message_count} messages")
+        return True, str(bag)
+
+    def _start(self, _request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
+        response.success, response.message = self.start_episode()
+        return response
+
+    def _stop(self, _request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
+        response.success, response.message = self.stop_episode()
+        return response
+
+    def _toggle(self, _msg: Empty) -> None:
+        if self.recorder.recording:
+            self.stop_episode()
+        else:
+            self.start_episode()
+
+    def _tick(self) -> None:
+        try:
+            finished = self.recorder.tick()
+        except RecorderError as err:
+            self.get_logger().error(str(err))
+            return
+        if finished is not None:
+            self.get_logger().info(f"episode {finished.name} reached max_episode_s: {finished.message_count} messages")
+
+    def publish_diagnostics(self) -> None:
+        s = self.recorder.status()
+        level = DiagnosticStatus.ERROR if s.last_error and not s.recording else (
+            DiagnosticStatus.WARN if self.refused or s.errors else DiagnosticStatus.OK)
+        values = {**s.key_values(), "subscribed": ",".join(sorted(self.subscribed)),
+                  **{f"refused {topic}": why for topic, why in self.refused.items()}}
+        status = DiagnosticStatus(level=level, name=f"{self.get_name()}: recorder", message=s.summary(),
+                                  hardware_id=self.recorder.config.robot_id,
+                                  values=[KeyValue(key=k, value=v) for k, v in values.items()])
+        array = DiagnosticArray(status=[status])
+        array.header.stamp = self.get_clock().now().to_msg()
+        self.diagnostics.publish(array)
+
+    def destroy_node(self) -> None:
+        try:
+            self.recorder.close()
+        except RecorderError as err:
+            self.get_logger().error(str(err))
+        super().destroy_node()
+
+
+def main(args: list[str] | None = None) -> int:
+    rclpy.init(args=args)
+    node = None
+    try:
+        node = RecorderNode()
+        rclpy.spin(node)
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    finally:
+        if node is not None:
+            node.destroy_node()
+        rclpy.try_shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

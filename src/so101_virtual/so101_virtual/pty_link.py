@@ -79,6 +79,7 @@ class PtyLink:
         self._wake_r, self._wake_w = os.pipe()
         self._stop = threading.Event()
         self.parser = PacketParser("instruction")
+        self.lost_bytes = 0  # reply bytes dropped because the client's input buffer was full
         self._line_free = 0.0  # monotonic time the line is free again (last request/reply on the wire)
         if link_path is not None:
             self._make_link(link_path)
@@ -147,14 +148,13 @@ class PtyLink:
         delay = due - time.monotonic()
         if delay > _SLEEP_MARGIN:
             time.sleep(delay)
-        view = memoryview(data)
-        while view:
-            try:
-                written = os.write(self._master, view)
-            except BlockingIOError:
-                select.select([], [self._master], [], 0.05)
-                continue
-            view = view[written:]
+        try:
+            written = os.write(self._master, data)
+        except BlockingIOError:
+            written = 0
+        if written < len(data):  # nobody reads the port and its buffer is full: lost, as on a wire
+            self.lost_bytes += len(data) - written
+            log.debug("pty full: %d reply byte(s) lost", len(data) - written)
 
     # ----------------------------------------------------------------- life cycle
     def close(self) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 
@@ -22,9 +23,7 @@ def io_error(action: str, path: os.PathLike[str] | str, err: OSError, cls: type[
     ``ENOSPC`` reads "No space left on device", ``EACCES`` "Permission denied": the OS's own words,
     with the errno name so scripts and logs can match on it.
     """
-    import errno as _errno
-
-    name = _errno.errorcode.get(err.errno or 0, "") if err.errno else ""
+    name = errno.errorcode.get(err.errno, "") if err.errno else ""
     cause = err.strerror or str(err) or type(err).__name__
     where = Path(err.filename) if getattr(err, "filename", None) else Path(path)
     return cls(f"cannot {action} {where}: {cause}" + (f" ({name})" if name else ""))

@@ -55,7 +55,8 @@ class NodeProcess:
         return self.process is not None and self.process.poll() is None
 
     def output(self) -> str:
-        self._log.flush()
+        if not self._log.closed:
+            self._log.flush()
         return self.log_path.read_text(errors="replace")
 
     def stop(self, timeout: float = 10.0, sig: int = signal.SIGINT) -> int | None:

@@ -13,6 +13,8 @@ from so101_virtual.bus_server import BusServer, BusTiming
 from so101_virtual.pty_link import PtyLink
 from so101_virtual.servo_memory import ServoMemory, make_servos
 
+pytestmark = pytest.mark.slow  # importing LeRobot alone takes seconds
+
 NAMES = ("shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll", "gripper")
 
 

@@ -73,7 +73,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"device {device} link {args.link or device}", flush=True)
         log.info("virtual SO-101 %s, profile %s%s", args.role, robot.profile.name,
                  f", faults on {args.faults_socket}" if args.faults_socket else "")
-        stop.wait()
+        while not stop.wait(0.5):
+            if robot.error is not None:
+                print(f"so101 virtual-bus: {robot.error}", file=sys.stderr)
+                return 1
         return 0
     except (ProfileError, MotionError, FileExistsError, OSError, ValueError) as err:
         print(f"so101 virtual-bus: {err}", file=sys.stderr)

@@ -54,14 +54,19 @@ from so101_virtual.firmware import (
 from so101_virtual.firmware import step as firmware_step
 from so101_virtual.profiles import GapProfile, load_profile
 
-__all__ = ["JointMechanics", "ArmPhysics", "default_mjcf_path", "STEPS_PER_RAD"]
+__all__ = ["JointMechanics", "ArmPhysics", "PhysicsError", "default_mjcf_path", "STEPS_PER_RAD"]
 
 STEPS_PER_RAD = STEPS_PER_TURN / (2 * math.pi)
 FRICTION_TIMECONST_STEPS = 2.0
+_MAX_SPEED = 1000.0  # rad/s: beyond this a joint is numerically exploding, not moving
 FRICTION_SOLIMP = (0.999, 0.9999, 0.001, 0.5, 2.0)
 _HOMING = Register.Homing_Offset
 # Settings live below Present_Position: one read of addresses 0..55 covers them.
 _SETTINGS_SPAN = Register.Present_Position.address
+
+
+class PhysicsError(RuntimeError):
+    """The simulation became unstable (a profile with gains far too high for its inertia and loop rate)."""
 
 
 def default_mjcf_path() -> Path:
@@ -320,8 +325,18 @@ class ArmPhysics:
             self._refresh_settings()
             for _ in range(n):
                 self._tick()
+            self._check_stable()
             self._write_feedback()
             done += n
+
+    def _check_stable(self) -> None:
+        d = self.data
+        bad = d.warning[mujoco.mjtWarning.mjWARN_BADQACC].number
+        if bad or not np.all(np.abs(d.qvel) < _MAX_SPEED):
+            raise PhysicsError(
+                f"the simulation of profile {self.profile.name!r} became unstable at t = {self.time:.3f} s "
+                "(servo gains too high for the rotor inertia, loop rate and time step: raise armature or "
+                "loop_rate, lower p_gain/d_gain or timestep)")
 
     def _refresh_settings(self, force: bool = False) -> None:
         for i, servo in enumerate(self.servos):

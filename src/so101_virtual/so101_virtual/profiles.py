@@ -18,8 +18,9 @@ How P/I/D registers map to torque (``firmware`` section, derived in the README):
 is a PWM duty in 0.1 % (the unit of ``Torque_Limit`` and ``Present_Load``),
 ``PWM = p_gain·P·e + d_gain·D·ė + i_gain·I·∫e`` with ``e`` in steps; the H-bridge turns duty into
 torque through the DC-motor model (``stall_torque``, ``no_load_speed``). With LeRobot's P=16, D=32 the
-default figures give the real arm's ~7.7 N·m/rad stiffness (gravity sag of a few hundredths of a rad
-on shoulder_lift/elbow_flex) and ~0.1 s lag, as the SAGE recordings of a real SO-101 show.
+fitted figures give ~10.7 N·m/rad and ~1.2 N·m·s/rad with the back-EMF (gravity sag of a few
+hundredths of a rad on shoulder_lift/elbow_flex, ~0.1 s lag), as the SAGE recordings of a real SO-101
+show.
 """
 
 from __future__ import annotations
@@ -73,7 +74,7 @@ class JointParams:
     coulomb_friction: float = _f(0.0, "N·m", 0.0, 2.0, "dry (Coulomb) friction of motor and gearbox, with stiction")
     viscous_friction: float = _f(0.0, "N·m·s/rad", 0.0, 10.0, "mechanical viscous friction (always present)")
     output_friction: float = _f(0.0, "N·m", 0.0, 2.0, "dry friction of the output bearing (acts inside the backlash too)")
-    armature: float = _f(0.028, "kg·m²", 1e-6, 1.0, "rotor and gear inertia reflected to the output")
+    armature: float = _f(0.028, "kg·m²", 1e-4, 1.0, "rotor and gear inertia reflected to the output")
     stall_torque: float = _f(2.94, "N·m", 0.0, 50.0, "torque at full duty and zero speed, at rated_voltage", lo_open=True)
     no_load_speed: float = _f(4.72, "rad/s", 0.0, 100.0, "speed at full duty and no load, at rated_voltage", lo_open=True)
     rated_voltage: float = _f(12.0, "V", 0.0, 48.0, "voltage stall_torque and no_load_speed are given at", lo_open=True)
@@ -138,13 +139,13 @@ class FirmwareParams:
     """The STS3215 firmware's position loop and measurement (same for every servo)."""
 
     loop_rate: float = _f(1000.0, "Hz", 50.0, 10000.0, "firmware control loop rate")
-    p_gain: float = _f(0.25, "0.1 %/step", 0.0, 100.0, "PWM per step of position error per unit of P_Coefficient")
-    d_gain: float = _f(0.004, "0.1 %/(step/s)", 0.0, 10.0, "PWM per step/s of error rate per unit of D_Coefficient")
+    p_gain: float = _f(0.35, "0.1 %/step", 0.0, 100.0, "PWM per step of position error per unit of P_Coefficient")
+    d_gain: float = _f(0.01, "0.1 %/(step/s)", 0.0, 10.0, "PWM per step/s of error rate per unit of D_Coefficient")
     i_gain: float = _f(0.05, "0.1 %/(step·s)", 0.0, 100.0, "PWM per step·s of integrated error per unit of I_Coefficient")
     velocity_window: float = _f(0.02, "s", 0.0, 0.2, "Present_Velocity = encoder change over this window", lo_open=True)
     derivative_window: float = _f(0.01, "s", 0.0, 0.2, "the D term's speed = encoder change over this window",
                                   lo_open=True)
-    acceleration_unit: float = _f(100.0, "step/s²", 0.0, 1e6, "profile acceleration per unit of the Acceleration register",
+    acceleration_unit: float = _f(400.0, "step/s²", 0.0, 1e6, "profile acceleration per unit of the Acceleration register",
                                   lo_open=True)
     speed_profile: bool = _f(True, "", None, None,
                              "ramp the set-point with Acceleration/Goal_Velocity (false: jump to the goal)")

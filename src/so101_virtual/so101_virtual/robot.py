@@ -51,7 +51,7 @@ from so101_driver.control_table import Register, encode_register
 from so101_virtual.bus_server import BusServer, BusTiming
 from so101_virtual.faults import FaultInjector
 from so101_virtual.motion import Motion, builtin_motion, read_sage_motion, trajectory_motion
-from so101_virtual.physics import STEPS_PER_RAD, ArmPhysics, JointMechanics
+from so101_virtual.physics import STEPS_PER_RAD, ArmPhysics, JointMechanics, PhysicsError
 from so101_virtual.profiles import GapProfile, load_profile
 from so101_virtual.pty_link import PtyLink
 from so101_virtual.servo_memory import ServoMemory
@@ -173,6 +173,7 @@ class VirtualSO101:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.overruns = 0  # real-time batches that could not keep up
+        self.error: Exception | None = None  # why the physics thread stopped, if it did
 
     # ------------------------------------------------------------------------------- bus
     def open_pty(self, link: str | os.PathLike[str] | None = None) -> str:
@@ -266,7 +267,12 @@ class VirtualSO101:
                 behind = 0.0
             ticks = math.floor(behind / tick + 1e-9)
             if ticks:
-                self._advance(ticks * tick)
+                try:
+                    self._advance(ticks * tick)
+                except PhysicsError as err:
+                    self.error = err
+                    log.error("%s; the physics thread stops (the bus keeps answering)", err)
+                    return
             self._stop.wait(max(0.0, period - (time.monotonic() - wake)))
 
     # ------------------------------------------------------------------------------- life cycle

@@ -26,7 +26,7 @@ from so101_virtual.servo_memory import ServoMemory
 
 DT = 0.001
 JOINT = JointParams()
-FIRMWARE = FirmwareParams(p_gain=0.25, d_gain=0.004, i_gain=0.05)
+FIRMWARE = FirmwareParams(p_gain=0.25, d_gain=0.004, i_gain=0.05, acceleration_unit=100.0)
 MODEL = ServoModel.from_profile(JOINT, FIRMWARE)
 ON = dict(torque_enable=1, p=16, d=32, i=0, acceleration=0, goal_velocity=0)
 
@@ -89,7 +89,7 @@ def test_speed_profile_limits_velocity_and_acceleration():
     for _ in range(6000):
         out, state = step(settings, state, FirmwareInputs(state.setpoint, 0.0, 0.0, 12.0), MODEL, DT)
         assert abs(state.setpoint_velocity) <= 800.0 + 1e-9
-        dv = 10 * 100 * DT  # Acceleration 10 = 1000 step/s²
+        dv = 10 * 100 * DT  # Acceleration 10 = 1000 step/s² (100 step/s² per unit here)
         arrived = state.setpoint == 4000.0
         assert abs(state.setpoint_velocity - previous_v) <= (2 * dv if arrived else dv) + 1e-6
         previous_v = state.setpoint_velocity

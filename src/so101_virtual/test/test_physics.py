@@ -13,7 +13,7 @@ import pytest
 from so101_description.joints import JOINT_NAMES, JOINTS
 from so101_description.paths import mjcf_path
 from so101_driver.control_table import Register, encode_register
-from so101_virtual.physics import STEPS_PER_RAD, ArmPhysics, JointMechanics
+from so101_virtual.physics import STEPS_PER_RAD, ArmPhysics, JointMechanics, PhysicsError
 from so101_virtual.profiles import load_profile, profile_from_dict
 from so101_virtual.servo_memory import ServoMemory
 
@@ -96,8 +96,9 @@ def test_gravity_sag_direction_and_magnitude():
 
 def test_stiffer_p_sags_less_and_payload_sags_more():
     sags = {}
-    for label, profile, p in (("p16", "default", 16), ("p32", "default", 32), ("payload", "heavy_payload", 16)):
-        physics, mems = arm(profile)
+    frictionless = {"joint_defaults": {"coulomb_friction": 0.0, "output_friction": 0.0, "position_noise": 0.0}}
+    for label, base, p in (("p16", "default", 16), ("p32", "default", 32), ("payload", "heavy_payload", 16)):
+        physics, mems = arm(profile_from_dict(frictionless, base=load_profile(base)))
         hold(mems, REACH, p=p)
         physics.step(2.0)
         sags[label] = abs(physics.true_positions()[LIFT] - REACH[LIFT])
@@ -155,7 +156,7 @@ def test_speed_limited_by_the_motor_and_goal_reached():
         top = max(top, abs(physics.true_velocities()[PAN]))
     no_load = load_profile("default").joint("shoulder_pan").no_load_speed
     assert 0.5 * no_load < top <= 1.05 * no_load
-    assert physics.true_positions()[PAN] == pytest.approx(goal[PAN], abs=0.01)
+    assert physics.true_positions()[PAN] == pytest.approx(goal[PAN], abs=0.025)  # friction vs P: ±0.017 rad
     assert abs(mems[PAN].get(Register.Present_Velocity)) < 60  # at rest: below one 50 step/s quantum + noise
     # Present_Velocity is quantised to 50 step/s (20 ms window)
     write(mems[PAN], Register.Goal_Position, 2048)
@@ -226,6 +227,31 @@ def test_ideal_profile_tracks_like_the_mujoco_position_servos():
         physics.step(0.01)
         worst = max(worst, float(np.max(np.abs(physics.true_positions() - ref.qpos))))
     assert worst < 0.01  # rad: a few encoder steps of command quantisation and dead band
+
+
+@pytest.mark.parametrize("corner", [
+    {"joint_defaults": {"backlash": 0.2, "gear_stiffness": 1e5, "armature": 1e-4, "coulomb_friction": 2.0}},
+    {"joint_defaults": {"backlash": 0.2, "gear_stiffness": 1.0, "armature": 1.0}, "physics": {"timestep": 0.005},
+     "firmware": {"loop_rate": 50}},
+    {"joint_defaults": {"armature": 1e-4, "stall_torque": 50.0, "no_load_speed": 100.0},
+     "physics": {"payload_mass": 2.0, "timestep": 1e-4}, "firmware": {"loop_rate": 10000, "p_gain": 5.0}},
+])
+def test_extreme_valid_profiles_stay_stable(corner):
+    physics, mems = arm(profile_from_dict(corner), positions=[0.0] * 6)
+    hold(mems, [0.5, -0.5, 0.5, 0.5, 0.5, 0.5])
+    physics.step(0.3)
+    q = physics.true_positions()
+    assert np.all(np.isfinite(q)) and np.all(np.abs(q) < 3.2)
+
+
+def test_an_unstable_profile_is_reported_not_silently_reset():
+    absurd = profile_from_dict({"joint_defaults": {"backlash": 0.2, "armature": 1e-4, "stall_torque": 50.0},
+                                "physics": {"timestep": 0.005}, "firmware": {"loop_rate": 50, "p_gain": 100.0,
+                                                                            "d_gain": 10.0}})
+    physics, mems = arm(absurd, positions=[0.0] * 6)
+    hold(mems, [0.5, -0.5, 0.5, 0.5, 0.5, 0.5])
+    with pytest.raises(PhysicsError, match="unstable"):
+        physics.step(1.0)
 
 
 def test_a_simulated_second_is_cheap():

@@ -17,6 +17,7 @@ from so101_description.joints import JOINT_NAMES, gripper_fraction_to_rad
 from so101_testing import NodeProcess, wait_for
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "sage"
+CONFIG = Path(__file__).resolve().parents[3] / "config"
 MOTION = FIXTURES / "motion_files" / "so101" / "custom" / "single_joint_elbow.txt"
 
 
@@ -36,13 +37,13 @@ def read(bag: Path) -> dict[str, list]:
 def bridge():
     start = ",".join(f"{v:.6f}" for v in [0.3, -0.2, 0.1, 0.0, 0.0, 0.2])
     with NodeProcess("so101_sim2real.mujoco_bridge_node",
-                     ["--ros-args", "-p", "time_factor:=1.0", "-p", f"start_position:=[{start}]"]) as process:
+                     ["--ros-args", "--params-file", str(CONFIG / "mujoco_bridge.yaml"), "-p", "time_factor:=1.0", "-p", f"start_position:=[{start}]"]) as process:
         yield process
 
 
 def test_replay_node_records_sim_states_that_follow_the_commands(bridge: NodeProcess, tmp_path: Path) -> None:
     out = tmp_path / "sim_bag"
-    replay = NodeProcess("so101_sim2real.replay_node", ["--ros-args", "-p", f"motion:={MOTION}", "-p", f"out:={out}",
+    replay = NodeProcess("so101_sim2real.replay_node", ["--ros-args", "--params-file", str(CONFIG / "replay.yaml"), "-p", f"motion:={MOTION}", "-p", f"out:={out}",
                                                          "-p", "settle_s:=0.5", "-p", "use_sim_time:=true"])
     with replay:
         assert wait_for(lambda: not replay.alive(), timeout=90), replay.output() + bridge.output()

@@ -167,6 +167,7 @@ class ServoModel(NamedTuple):
     steps_per_rad: float
     speed_profile: bool  # False: the set-point jumps to the goal whatever Acceleration/Goal_Velocity say
     acceleration_unit: float  # step/s² per Acceleration unit
+    dead_band: bool  # False: ignore CW/CCW_Dead_Zone and Minimum_Startup_Force
 
     @classmethod
     def from_profile(cls, joint: JointParams, firmware: FirmwareParams, ambient: float = 25.0,
@@ -188,6 +189,7 @@ class ServoModel(NamedTuple):
             steps_per_rad=steps_per_turn / (2 * math.pi),
             speed_profile=firmware.speed_profile,
             acceleration_unit=firmware.acceleration_unit,
+            dead_band=firmware.dead_band,
         )
 
 
@@ -306,7 +308,7 @@ def step(settings: ServoSettings, state: FirmwareState, inputs: FirmwareInputs, 
             else:
                 sp, spv = goal, 0.0
             err = sp - position
-            if sp == goal and -s.cw_dead_zone <= err <= s.ccw_dead_zone:
+            if model.dead_band and sp == goal and -s.cw_dead_zone <= err <= s.ccw_dead_zone:
                 pwm = 0.0
             else:
                 if s.i:
@@ -315,7 +317,7 @@ def step(settings: ServoSettings, state: FirmwareState, inputs: FirmwareInputs, 
                     integral = min(max(integral, -i_limit), i_limit)
                 pwm = (model.p_gain * s.p * err + model.d_gain * s.d * (spv - inputs.velocity)
                        + model.i_gain * s.i * integral)
-                if 0.0 < abs(pwm) < s.min_startup_force:
+                if model.dead_band and 0.0 < abs(pwm) < s.min_startup_force:
                     pwm = math.copysign(float(s.min_startup_force), pwm)
 
         limit = float(s.torque_limit)

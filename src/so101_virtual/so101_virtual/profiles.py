@@ -147,6 +147,8 @@ class FirmwareParams:
                                   lo_open=True)
     acceleration_unit: float = _f(400.0, "step/s²", 0.0, 1e6, "profile acceleration per unit of the Acceleration register",
                                   lo_open=True)
+    dead_band: bool = _f(True, "", None, None,
+                         "honour CW/CCW_Dead_Zone and Minimum_Startup_Force (false: a continuous PID)")
     speed_profile: bool = _f(True, "", None, None,
                              "ramp the set-point with Acceleration/Goal_Velocity (false: jump to the goal)")
     unlimited_speed: float = _f(0.0, "step/s", 0.0, 1e5,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import os
 import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -26,9 +27,14 @@ def ping(device: str, servo_id: int, tries: int = 5) -> int:
     assert port.openPort() and port.setBaudRate(1_000_000)
     try:
         for _ in range(tries):
-            _, result, _ = scs.PacketHandler(0).ping(port, servo_id)
+            try:
+                _, result, _ = scs.PacketHandler(0).ping(port, servo_id)
+            except IndexError:  # the SDK took a late reply to an earlier try for its model-number read
+                result = scs.COMM_RX_CORRUPT
             if result == scs.COMM_SUCCESS:
                 break
+            time.sleep(0.05)  # let a late reply arrive, then drop it
+            port.clearPort()
         return result
     finally:
         port.closePort()

@@ -63,6 +63,13 @@ def test_dead_band_and_minimum_startup_force():
     assert run(settings._replace(goal_position=2048 + 100))[0].pwm == pytest.approx(0.25 * 16 * 100)
 
 
+def test_dead_band_off_is_a_continuous_pid():
+    model = ServoModel.from_profile(JOINT, FirmwareParams(p_gain=0.25, dead_band=False))
+    settings = ServoSettings(**{**ON, "d": 0}, cw_dead_zone=3, ccw_dead_zone=5, min_startup_force=40)
+    assert run(settings._replace(goal_position=2050), model=model)[0].pwm == pytest.approx(0.25 * 16 * 2)
+    assert run(settings._replace(goal_position=2048), position=2047.5, model=model)[0].pwm == pytest.approx(2.0)
+
+
 def test_saturation_at_torque_limit_and_max_torque_limit():
     big = ServoSettings(**ON, goal_position=4000)
     assert run(big)[0].pwm == 1000.0

@@ -160,7 +160,7 @@ def _load_bag(path: Path, kind: str, state_topic: str, command_topic: str) -> Ru
 def mujoco_replayer() -> Callable[[Run], tuple[Run, ClockFit]]:
     """Replay each real command stream in the built-in MuJoCo backend, from the real initial state."""
     try:
-        from .mujoco_backend import replay_trajectory  # type: ignore[attr-defined]
+        from .mujoco_backend import replay_trajectory
     except ImportError as err:
         raise PairError("--sim mujoco needs so101_sim2real.mujoco_backend.replay_trajectory, "
                         f"which is not available yet: {err}") from err

@@ -114,6 +114,7 @@ class Sdk:
             result, error = self.packet.write1ByteTxRx(self.port, servo_id, register.address, value)
             if result == scs.COMM_SUCCESS:
                 break
+            self.drain()
         assert result == scs.COMM_SUCCESS and error == 0, (servo_id, register, result, error)
 
     def sync_write_goals(self, goals: dict[int, int]) -> None:
@@ -129,6 +130,7 @@ class Sdk:
         for _ in range(TRIES):
             if group.txRxPacket() == scs.COMM_SUCCESS:
                 break
+            self.drain()
         out = {}
         for servo_id in IDS:
             assert group.isAvailable(servo_id, 56, 15)
@@ -140,6 +142,11 @@ class Sdk:
                             Register.Present_Current)
             }
         return out
+
+    def drain(self) -> None:
+        """After a missed deadline: let the late reply arrive, then drop it (the SDK would take it for the next)."""
+        time.sleep(0.05)
+        self.port.clearPort()
 
     def close(self) -> None:
         self.port.closePort()

@@ -3,7 +3,11 @@
 One call of :meth:`Compensator.compensate` is one control step: it appends a history row
 (latest measured position and velocity, and the command sent to the arm on the previous step),
 then asks the model for Δ given the policy's command as the target the arm should reach, and
-returns ``command + clip(Δ)``. Without a model, while disabled, or until the window holds
+returns ``command + Δ`` with Δ shaped in three stages: clipped to the per-joint bounds, low-passed
+(first order, time constant ``delta_smoothing_s``) and slew-limited (at most ``delta_slew_limit``
+rad change per step). The last two keep a model that feeds back on its own previous commands from
+turning the compensator into a high-gain loop around the arm: a constant command on a settled arm
+gives a constant output. Without a model, while disabled, or until the window holds
 ``history`` rows (warm-up) the command passes through unchanged (Δ = 0) — but the history keeps
 filling, so enabling mid-run is safe at once.
 """
@@ -36,6 +40,9 @@ class CompensatorConfig:
     joints: tuple[str, ...]  # order of every vector passed in and out
     enabled: bool = True  # False: passthrough (Δ = 0) while the history keeps filling
     delta_bounds: tuple[float, ...] | None = None  # |Δ| limit per joint (rad); None: the model's own bounds
+    # Largest change of Δ per step per joint (rad/step); None: the model's (no limit if it has none).
+    delta_slew_limit: tuple[float, ...] | None = None
+    delta_smoothing_s: float | None = None  # time constant of the low-pass on Δ (s, 0 = off); None: the model's
     latency_window: int = 1000  # steps kept for the latency percentiles
 
     def __post_init__(self) -> None:
@@ -46,6 +53,13 @@ class CompensatorConfig:
                 raise CompensatorError(f"delta_bounds has {len(self.delta_bounds)} values for {len(self.joints)} joints")
             if not all(math.isfinite(b) and b >= 0 for b in self.delta_bounds):
                 raise CompensatorError(f"delta_bounds must be finite and ≥ 0, got {self.delta_bounds}")
+        if self.delta_slew_limit is not None:
+            if len(self.delta_slew_limit) != len(self.joints):
+                raise CompensatorError(f"delta_slew_limit has {len(self.delta_slew_limit)} values for {len(self.joints)} joints")
+            if not all(math.isfinite(b) and b > 0 for b in self.delta_slew_limit):
+                raise CompensatorError(f"delta_slew_limit must be finite and > 0 (rad/step), got {self.delta_slew_limit}")
+        if self.delta_smoothing_s is not None and not (math.isfinite(self.delta_smoothing_s) and self.delta_smoothing_s >= 0):
+            raise CompensatorError(f"delta_smoothing_s must be finite and ≥ 0 (s), got {self.delta_smoothing_s}")
         if self.latency_window < 1:
             raise CompensatorError("latency_window must be ≥ 1")
 
@@ -67,6 +81,7 @@ class _Stats:
     compensated_steps: int = 0
     faults: int = 0
     clipped_steps: int = 0
+    slew_limited_steps: int = 0
     last_fault: str = ""
     latencies: list[float] = field(default_factory=list)
 
@@ -85,6 +100,14 @@ class Compensator:
         bounds = config.delta_bounds if config.delta_bounds is not None else (
             model.metadata.delta_bounds if model is not None else (0.0,) * joints)
         self.delta_bounds = np.asarray(bounds, dtype=np.float64)
+        meta = model.metadata if model is not None else None
+        slew = config.delta_slew_limit if config.delta_slew_limit is not None else (
+            meta.delta_slew_limit if meta is not None else None)
+        self.delta_slew_limit = None if slew is None else np.asarray(slew, dtype=np.float64)
+        self.delta_smoothing_s = float(config.delta_smoothing_s if config.delta_smoothing_s is not None else (
+            meta.delta_smoothing_s if meta is not None else 0.0))
+        # Share of the previous Δ kept per step by the low-pass (steps come at the model's rate).
+        self._keep = math.exp(-1.0 / (meta.rate_hz * self.delta_smoothing_s)) if meta is not None and self.delta_smoothing_s > 0 else 0.0
         # Ring buffer twice as long as the window, each row written at slot and slot + H, so the
         # last H rows are always the contiguous slice [head, head + H) (no copy, no roll per step).
         self._ring = np.zeros((2 * self._history_len, 3 * joints), dtype=np.float64)
@@ -94,7 +117,8 @@ class Compensator:
         self._velocity = np.full(joints, np.nan)
         self._measured_stamp: float | None = None
         self._last_output: np.ndarray | None = None
-        self._delta = np.zeros(joints)
+        self._delta = np.zeros(joints)  # Δ applied on the latest step (0 on passthrough steps)
+        self._wanted = np.zeros(joints)  # scratch: Δ before the slew limit
         self._output = np.zeros(joints)
         self._latencies = np.zeros(config.latency_window)
         self._stats = _Stats()
@@ -140,20 +164,19 @@ class Compensator:
             raise CompensatorError("command contains NaN")
         if self.has_measurement:
             self._push_row()
-        self._delta[:] = 0.0
         compensated = fault = False
         if self.model is not None and self.enabled and self.warm:
             raw = self.model.delta(self.history(), command)
             if np.isfinite(raw).all():
-                np.clip(raw, -self.delta_bounds, self.delta_bounds, out=self._delta)
+                self._shape_delta(raw)
                 compensated = True
-                if not np.array_equal(raw, self._delta):
-                    self._stats.clipped_steps += 1
             else:
                 fault = True
                 self._stats.faults += 1
                 self._stats.last_fault = f"model returned non-finite Δ {raw.tolist()} at t={now}"
                 _log.warning("%s; passing the command through", self._stats.last_fault)
+        if not compensated:
+            self._delta[:] = 0.0  # passthrough; compensation resumes from 0 under the slew limit
         np.add(command, self._delta, out=self._output)
         self._last_output = self._output.copy()
         latency = time.perf_counter() - start
@@ -161,6 +184,22 @@ class Compensator:
         self._stats.steps += 1
         self._stats.compensated_steps += compensated
         return StepResult(self._last_output, self._delta.copy(), compensated, fault, latency)
+
+    def _shape_delta(self, raw: np.ndarray) -> None:
+        """Bound, low-pass and slew-limit the model's Δ into ``self._delta`` (holding the previous step's Δ)."""
+        wanted = self._wanted
+        np.clip(raw, -self.delta_bounds, self.delta_bounds, out=wanted)
+        if not np.array_equal(raw, wanted):
+            self._stats.clipped_steps += 1
+        if self._keep > 0:
+            wanted += self._keep * (self._delta - wanted)
+        if self.delta_slew_limit is not None:
+            change = wanted - self._delta
+            if np.any(np.abs(change) > self.delta_slew_limit):
+                self._stats.slew_limited_steps += 1
+            self._delta += np.clip(change, -self.delta_slew_limit, self.delta_slew_limit)
+        else:
+            self._delta[:] = wanted
 
     def _push_row(self) -> None:
         joints, size = len(self.config.joints), self._history_len
@@ -179,6 +218,7 @@ class Compensator:
         self._head = self._rows = 0
         self._last_output = None
         self._position[:] = np.nan
+        self._delta[:] = 0.0
 
     # -- reporting ------------------------------------------------------------------------------
     def latency_percentiles(self) -> tuple[float, float]:
@@ -203,7 +243,10 @@ class Compensator:
             "last_fault": self._stats.last_fault,
             "latency_p50_us": round(p50 * 1e6, 1) if math.isfinite(p50) else "n/a",
             "latency_p99_us": round(p99 * 1e6, 1) if math.isfinite(p99) else "n/a",
+            "slew_limited_steps": self._stats.slew_limited_steps,
             "delta_bounds": [round(float(b), 4) for b in self.delta_bounds],
+            "delta_slew_limit": "none" if self.delta_slew_limit is None else [round(float(b), 5) for b in self.delta_slew_limit],
+            "delta_smoothing_s": self.delta_smoothing_s,
             "last_delta": [round(float(d), 5) for d in self._delta],
         }
         if self.model is not None:

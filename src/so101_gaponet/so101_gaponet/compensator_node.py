@@ -3,8 +3,9 @@
 Topics (remappable): ``/policy/joint_command`` (in), ``/joint_states`` (measured history),
 ``/gaponet/joint_command`` (out), ``/diagnostics``. Service ``~/enable`` (std_srvs/SetBool).
 Parameters: ``model_path`` ('' = passthrough), ``enabled``, ``rate_hz`` (must equal the model's),
-``joints`` (must equal the model's), ``delta_bounds`` (rad per joint; empty = the model's),
-``diagnostics_period`` (s).
+``joints`` (must equal the model's), ``delta_bounds`` (rad per joint; unset = the model's),
+``delta_slew_limit`` (rad/step per joint; unset = the model's), ``delta_smoothing_s`` (s; unset = the
+model's), ``diagnostics_period`` (s).
 """
 
 from __future__ import annotations
@@ -39,16 +40,17 @@ class CompensatorNode(Node):
         self.declare_parameter("rate_hz", 50.0)
         self.declare_parameter("joints", list(JOINT_NAMES))
         self.declare_parameter("delta_bounds", Parameter.Type.DOUBLE_ARRAY)
+        self.declare_parameter("delta_slew_limit", Parameter.Type.DOUBLE_ARRAY)
+        self.declare_parameter("delta_smoothing_s", Parameter.Type.DOUBLE)
         self.declare_parameter("diagnostics_period", 1.0)
         joints = tuple(self.get_parameter("joints").value)
         model_path = str(self.get_parameter("model_path").value)
-        try:
-            bounds = self.get_parameter("delta_bounds").value
-        except ParameterUninitializedException:  # not given: the model's own bounds
-            bounds = None
+        bounds, slew, smoothing = (self._optional(n) for n in ("delta_bounds", "delta_slew_limit", "delta_smoothing_s"))
         model = load_model(model_path, joints=joints, rate_hz=float(self.get_parameter("rate_hz").value)) if model_path else None
-        self.core = Compensator(CompensatorConfig(joints=joints, enabled=bool(self.get_parameter("enabled").value),
-                                                  delta_bounds=tuple(bounds) if bounds else None), model)
+        self.core = Compensator(CompensatorConfig(
+            joints=joints, enabled=bool(self.get_parameter("enabled").value), delta_bounds=tuple(bounds) if bounds else None,
+            delta_slew_limit=tuple(slew) if slew else None,
+            delta_smoothing_s=float(smoothing) if smoothing is not None else None), model)
         self.joints = joints
         self.add_on_set_parameters_callback(self._on_set_parameters)
         self._out = self.create_publisher(JointState, "/gaponet/joint_command", QoSProfile(depth=10))
@@ -58,6 +60,13 @@ class CompensatorNode(Node):
         self.create_service(SetBool, "~/enable", self._on_enable)
         self.create_timer(float(self.get_parameter("diagnostics_period").value), self._publish_diagnostics)
         self.get_logger().info(f"compensator: {self.core.status()['mode']}" + (f", model {model_path}" if model else ""))
+
+    def _optional(self, name: str) -> Any:
+        """A parameter's value, or None when it was not given (the model's own setting applies)."""
+        try:
+            return self.get_parameter(name).value
+        except ParameterUninitializedException:
+            return None
 
     def _stamp(self) -> float:
         return self.get_clock().now().nanoseconds * 1e-9
@@ -95,7 +104,7 @@ class CompensatorNode(Node):
         for param in params:
             if param.name == "enabled":
                 self.core.enabled = bool(param.value)
-            elif param.name in ("model_path", "rate_hz", "joints", "delta_bounds"):
+            elif param.name in ("model_path", "rate_hz", "joints", "delta_bounds", "delta_slew_limit", "delta_smoothing_s"):
                 return SetParametersResult(successful=False, reason=f"{param.name} is read at start-up only")
         return SetParametersResult(successful=True)
 

@@ -98,6 +98,10 @@ class GapModelMetadata:
     history_features: tuple[str, ...]  # per-row feature groups, in column order
     normalisation: Normalisation
     delta_bounds: tuple[float, ...]  # |Δ| limit per joint, rad
+    # Largest change of Δ from one step to the next per joint (rad/step): keeps the compensator from
+    # becoming a high-gain loop around the arm. None (files written before the field): no limit.
+    delta_slew_limit: tuple[float, ...] | None = None
+    delta_smoothing_s: float = 0.0  # time constant of a first-order low-pass on Δ (s); 0 = none
     provenance: dict[str, Any] = field(default_factory=dict)  # datasets, profile, date, git rev, loss
     architecture: dict[str, Any] = field(default_factory=dict)  # hyper-parameters, informational
     schema_version: int = SCHEMA_VERSION
@@ -119,6 +123,11 @@ class GapModelMetadata:
         if tuple(self.history_features) != HISTORY_FEATURES:
             raise ModelFileError(f"input layout {list(self.history_features)} not supported; expected {list(HISTORY_FEATURES)}")
         _floats(list(self.delta_bounds), len(self.joints), "delta_bounds", positive=True)
+        if self.delta_slew_limit is not None:
+            _floats(list(self.delta_slew_limit), len(self.joints), "delta_slew_limit", positive=True)
+        if not (isinstance(self.delta_smoothing_s, int | float) and math.isfinite(self.delta_smoothing_s)
+                and self.delta_smoothing_s >= 0):
+            raise ModelFileError(f"delta_smoothing_s must be ≥ 0 (s), got {self.delta_smoothing_s!r}")
 
     @property
     def num_joints(self) -> int:
@@ -139,6 +148,7 @@ class GapModelMetadata:
         record = asdict(self)
         record["joints"] = list(self.joints)
         record["history_features"] = list(self.history_features)
+        record["delta_slew_limit"] = None if self.delta_slew_limit is None else list(self.delta_slew_limit)
         record["target_features"] = list(TARGET_FEATURES)
         return json.dumps(record, sort_keys=True)
 
@@ -167,6 +177,9 @@ class GapModelMetadata:
                 history_features=features,
                 normalisation=Normalisation.from_dict(data["normalisation"], len(joints), len(features) * len(joints)),
                 delta_bounds=_floats(data["delta_bounds"], len(joints), "delta_bounds", positive=True),
+                delta_slew_limit=(None if data.get("delta_slew_limit") is None else
+                                  _floats(data["delta_slew_limit"], len(joints), "delta_slew_limit", positive=True)),
+                delta_smoothing_s=data.get("delta_smoothing_s", 0.0),
                 provenance=dict(data.get("provenance", {})),
                 architecture=dict(data.get("architecture", {})),
                 schema_version=version,

@@ -15,11 +15,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dataset", action="append", required=True, type=Path, help="paired dataset folder (repeatable)")
     parser.add_argument("--arch", choices=("deeponet", "mlp"), default="deeponet", help="network (default deeponet)")
     parser.add_argument("--history", type=int, default=4, help="history rows the model reads (default 4)")
-    parser.add_argument("--horizon", type=int, default=1, help="steps ahead the target is reached (default 1)")
+    parser.add_argument("--horizon", type=int, default=5,
+                        help="steps over which the target trajectory is reached, ≈ the arm's lag in steps (default 5)")
     parser.add_argument("--epochs", type=int, default=30, help="training epochs (default 30)")
     parser.add_argument("--hidden", type=int, default=64, help="hidden layer width (default 64)")
     parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     parser.add_argument("--delta-bound", type=float, default=None, help="|Δ| limit in rad for every joint (default: from the data)")
+    parser.add_argument("--delta-slew", type=float, default=None,
+                        help="Δ slew limit in rad/step for every joint (default: a tenth of each Δ bound)")
+    parser.add_argument("--delta-smoothing", type=float, default=0.0, help="Δ low-pass time constant in s (default 0: off)")
+    parser.add_argument("--delta-l2", type=float, default=0.05, help="weight of the L2 penalty pulling Δ toward 0 (default 0.05)")
     parser.add_argument("--out", type=Path, required=True, help="model file to write, e.g. models/NAME.onnx")
     parser.add_argument("--format", choices=("onnx", "torchscript"), default=None,
                         help="file format (default: from the suffix: .onnx → onnx, else torchscript)")
@@ -60,7 +65,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         figures = train_and_export(args.dataset, args.out, file_format, arch=args.arch, history=args.history,
                                    horizon=args.horizon, epochs=args.epochs, hidden=args.hidden, seed=args.seed,
-                                   delta_bound=args.delta_bound)
+                                   delta_bound=args.delta_bound, delta_slew=args.delta_slew,
+                                   delta_smoothing_s=args.delta_smoothing, delta_l2=args.delta_l2)
     except (DatasetError, TrainingError, ModelFileError, RuntimeError) as err:
         print(f"error: {err}")
         return 1

@@ -2,14 +2,43 @@
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+from so101_gaponet.metadata import GapModelMetadata, Normalisation
 from so101_gaponet.model_file import save_onnx, save_torchscript
+from so101_gaponet.runtime import GapModel
 from so101_gaponet.synthetic import make_dataset
 from so101_gaponet.train import TrainConfig, TrainResult, train
+
+
+class ErrorFeedbackModel(GapModel):
+    """A model with a known law: Δ = gain · (target − latest measured position), identity normalisation."""
+
+    format_name = "test"
+
+    def __init__(self, template: GapModelMetadata, gain: float, sign_flip: bool = False) -> None:
+        columns, joints = template.history_columns, template.num_joints
+        norm = Normalisation((0.0,) * columns, (1.0,) * columns, (0.0,) * joints, (1.0,) * joints,
+                             (0.0,) * joints, (1.0,) * joints)
+        super().__init__(Path("feedback"), dataclasses.replace(template, normalisation=norm))
+        self.gain, self.sign_flip, self.calls = gain, sign_flip, 0
+
+    def run_normalised(self, history: np.ndarray, target: np.ndarray) -> np.ndarray:
+        self.calls += 1
+        sign = -1.0 if self.sign_flip and self.calls % 2 else 1.0  # a model that chatters step to step
+        return sign * self.gain * (target - history[:, -1, :6])
+
+
+@pytest.fixture()
+def feedback_model(tiny: tuple[TrainResult, Path, Path]) -> Callable[..., ErrorFeedbackModel]:
+    """Factory of :class:`ErrorFeedbackModel` on the metadata of a trained model (joints, rate, history)."""
+    return lambda gain, sign_flip=False: ErrorFeedbackModel(tiny[0].metadata, gain, sign_flip)
 
 
 @pytest.fixture(scope="session")

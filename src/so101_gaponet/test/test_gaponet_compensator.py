@@ -116,3 +116,53 @@ def test_bad_inputs_are_refused(tiny) -> None:
         comp.compensate(np.full(6, np.nan))
     with pytest.raises(CompensatorError, match="delta_bounds has 2 values"):
         CompensatorConfig(joints=JOINT_NAMES, delta_bounds=(0.1, 0.1))
+
+
+def test_slew_limit_bounds_the_change_of_delta_and_ramps_in_after_passthrough(feedback_model) -> None:
+    model = feedback_model(gain=10.0, sign_flip=True)
+    comp = Compensator(CompensatorConfig(joints=JOINT_NAMES, delta_bounds=(0.1,) * 6, delta_slew_limit=(0.01,) * 6,
+                                         delta_smoothing_s=0.0), model)
+    command = np.full(6, 0.5)
+    results = _run(comp, 30, command)  # measured 0.45: the model asks for ±0.5, clipped to ±0.1
+    deltas = np.array([r.delta for r in results])
+    steps = np.abs(np.diff(np.vstack([np.zeros(6), deltas]), axis=0))
+    assert steps.max() <= 0.01 + 1e-12 and np.abs(deltas).max() <= 0.1 + 1e-12
+    active = [r.delta for r in results if r.compensated]
+    np.testing.assert_allclose(active[0], np.full(6, 0.01) * np.sign(active[0]))  # from 0, one slew step
+    assert comp.status()["slew_limited_steps"] > 0
+    comp.enabled = False
+    assert np.array_equal(_run(comp, 1, command)[0].delta, np.zeros(6))
+    comp.enabled = True
+    assert np.abs(_run(comp, 1, command)[0].delta).max() == pytest.approx(0.01)  # no jump back to the old Δ
+
+
+def test_smoothing_is_a_first_order_low_pass_on_delta(feedback_model) -> None:
+    model = feedback_model(gain=1.0)
+    tau, dt = 0.1, 1.0 / model.metadata.rate_hz
+    comp = Compensator(CompensatorConfig(joints=JOINT_NAMES, delta_bounds=(1.0,) * 6, delta_slew_limit=(1.0,) * 6,
+                                         delta_smoothing_s=tau), model)
+    command = np.full(6, 0.5)
+    results = [r for r in _run(comp, 40, command) if r.compensated]  # raw Δ = 0.05 on every step
+    n = np.arange(1, len(results) + 1)
+    np.testing.assert_allclose([r.delta[0] for r in results], 0.05 * (1 - np.exp(-n * dt / tau)), atol=1e-6)  # float32 model inputs
+
+
+def test_constant_command_on_a_settled_arm_gives_a_constant_output() -> None:
+    from so101_gaponet.make_default import DEFAULT_MODEL
+
+    comp = Compensator(CONFIG, load_model(DEFAULT_MODEL))
+    command = np.array([0.3, -0.6, 0.7, 0.5, 0.4, 0.6])
+    outputs = []
+    for i in range(150):
+        comp.update_measured(command, np.zeros(6), stamp=i * 0.02)
+        outputs.append(comp.compensate(command, now=i * 0.02).command)
+    assert np.ptp(np.array(outputs[-50:]), axis=0).max() < 1e-6
+
+
+def test_slew_and_smoothing_settings_are_checked() -> None:
+    with pytest.raises(CompensatorError, match="delta_slew_limit has 1 values"):
+        CompensatorConfig(joints=JOINT_NAMES, delta_slew_limit=(0.1,))
+    with pytest.raises(CompensatorError, match="delta_slew_limit must be finite and > 0"):
+        CompensatorConfig(joints=JOINT_NAMES, delta_slew_limit=(0.0,) * 6)
+    with pytest.raises(CompensatorError, match="delta_smoothing_s must be"):
+        CompensatorConfig(joints=JOINT_NAMES, delta_smoothing_s=-1.0)

@@ -56,10 +56,15 @@ def test_shipped_model_fits_the_joint_spec_and_says_how_it_was_made() -> None:
     meta = model.metadata
     assert meta.model_kind == DEFAULT_SETTINGS["arch"] and meta.history == DEFAULT_SETTINGS["history"]
     assert meta.provenance["datasets"] == ["synthetic_default"] and meta.provenance["profile"] == "default"
-    assert meta.provenance["final_validation_loss"] < 0.05 * meta.provenance["initial_validation_loss"]
+    assert meta.horizon == DEFAULT_SETTINGS["horizon"] and meta.delta_smoothing_s == DEFAULT_SETTINGS["delta_smoothing_s"]
+    assert max(meta.delta_bounds) <= 0.1 + 1e-6 and meta.delta_slew_limit is not None  # float32 data
+    # The loss includes the L2 penalty on Δ, so it has a floor above 0: ~0.055 against 1.0 at the start.
+    assert meta.provenance["final_validation_loss"] < 0.1 * meta.provenance["initial_validation_loss"]
     assert DEFAULT_MODEL.stat().st_size < 2_000_000
 
 
 def test_shipped_model_closes_most_of_the_synthetic_gap() -> None:
     plain, compensated = tracking_rms(load_model(DEFAULT_MODEL), seconds=6.0, seed=11)
-    assert np.all(compensated < 0.5 * plain), (plain, compensated)
+    # Horizon 5, the L2 penalty and the Δ low-pass trade some tracking for a quiet loop: ~0.5–0.75 of
+    # the uncompensated error per joint (the horizon-1 model reached ~0.2 and rang on other arms).
+    assert np.all(compensated < 0.8 * plain), (plain, compensated)

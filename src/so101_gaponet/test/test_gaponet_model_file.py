@@ -89,10 +89,23 @@ def test_torchscript_without_metadata(tmp_path: Path, tiny) -> None:
     ({"delta_bounds": [0.1] * 5}, "delta_bounds: expected a list of 6"),
     ({"delta_bounds": [0.1, 0.1, 0.1, 0.1, 0.1, -1]}, "delta_bounds: values must be > 0"),
     ({"history_features": ["real_position"]}, "input layout"),
+    ({"delta_slew_limit": [0.01] * 5}, "delta_slew_limit: expected a list of 6"),
+    ({"delta_slew_limit": [0.01, 0.01, 0.01, 0.01, 0.01, 0.0]}, "delta_slew_limit: values must be > 0"),
+    ({"delta_smoothing_s": -0.1}, "delta_smoothing_s must be ≥ 0"),
 ])
 def test_invalid_metadata_fields(tiny, tmp_path: Path, changes: dict, message: str) -> None:
     with pytest.raises(ModelFileError, match=message):
         load_model(_edited(tiny[1], tmp_path / "m.onnx", **changes))
+
+
+def test_slew_and_smoothing_travel_in_the_file_and_older_files_have_none(tiny, tmp_path: Path) -> None:
+    meta = load_model(tiny[1]).metadata
+    assert meta.delta_slew_limit == tiny[0].metadata.delta_slew_limit
+    np.testing.assert_allclose(meta.delta_slew_limit, np.array(meta.delta_bounds) / 10)  # the training default
+    record = json.loads(meta.to_json())
+    del record["delta_slew_limit"], record["delta_smoothing_s"]  # a file written before the fields existed
+    older = load_model(_with_props(tiny[1], tmp_path / "old.onnx", json.dumps(record))).metadata
+    assert older.delta_slew_limit is None and older.delta_smoothing_s == 0.0
 
 
 def test_node_configuration_mismatch(tiny) -> None:
@@ -126,6 +139,7 @@ def test_five_joint_model_against_six_joint_node(lag_dataset, tmp_path: Path, ti
     norm = result.metadata.normalisation
     meta = dataclasses.replace(
         result.metadata, joints=JOINT_NAMES[:5], delta_bounds=result.metadata.delta_bounds[:5],
+        delta_slew_limit=result.metadata.delta_slew_limit[:5],
         normalisation=dataclasses.replace(norm, history_mean=norm.history_mean[:15], history_std=norm.history_std[:15],
                                           target_mean=norm.target_mean[:5], target_std=norm.target_std[:5],
                                           delta_mean=norm.delta_mean[:5], delta_std=norm.delta_std[:5]))

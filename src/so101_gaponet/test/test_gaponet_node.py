@@ -44,8 +44,11 @@ def test_node_compensates_within_bounds_and_passes_through_when_disabled(peer) -
     commands = node.create_publisher(JointState, "/policy/joint_command", 10)
     states = node.create_publisher(JointState, "/joint_states", 10)
     enable = node.create_client(SetBool, "/gaponet_compensator/enable")
+    # Overrides: tighter bounds, no smoothing and a slew limit above the bounds, so the first compensated
+    # output already sits at the bound (with the model's own smoothing and slew limit it would ramp up).
     args = ["--ros-args", "-p", f"model_path:={SHIPPED_MODEL}", "-p", "diagnostics_period:=0.2",
-            "-p", f"delta_bounds:=[{','.join(f'{b:.6f}' for b in bounds)}]"]
+            "-p", f"delta_bounds:=[{','.join(f'{b:.6f}' for b in bounds)}]", "-p", "delta_smoothing_s:=0.0",
+            "-p", "delta_slew_limit:=[1.0, 1.0, 1.0, 1.0, 1.0, 1.0]"]
 
     def spin_until(predicate, timeout: float = 20.0) -> bool:
         return wait_for(lambda: executor.spin_once(timeout_sec=0.01) or predicate(), timeout=timeout, interval=0.0)
@@ -109,7 +112,10 @@ def test_node_composes_in_process_with_the_shipped_yaml() -> None:
         node = CompensatorNode(context=context, cli_args=["--ros-args", "--params-file", str(config)],
                                parameter_overrides=[Parameter("model_path", value=str(SHIPPED_MODEL))])
         assert node.core.model is not None and node.core.status()["mode"] == "compensating"
-        np.testing.assert_allclose(node.core.delta_bounds, load_model(SHIPPED_MODEL).metadata.delta_bounds)
+        meta = load_model(SHIPPED_MODEL).metadata
+        np.testing.assert_allclose(node.core.delta_bounds, meta.delta_bounds)
+        np.testing.assert_allclose(node.core.delta_slew_limit, meta.delta_slew_limit)
+        assert node.core.delta_smoothing_s == meta.delta_smoothing_s > 0
         node.destroy_node()
     finally:
         rclpy.shutdown(context=context)

@@ -29,12 +29,18 @@ def test_samples_follow_the_documented_objective(lag_dataset: Path) -> None:
     history, target, delta = build_samples(read_dataset(lag_dataset), history=2, horizon=1)
     q_now = history[:, -1, :6]
     np.testing.assert_allclose(delta, (target - q_now) * (1 / ALPHA - 1), atol=1e-9)
+    # Horizon K: the target is the mean real position over the next K steps, Δ = command − that mean.
+    episode = read_dataset(lag_dataset).episodes[0]
+    history, target, delta = build_samples(read_dataset(lag_dataset), history=2, horizon=5)
+    q, command = episode["real_position"], episode["command"]
+    np.testing.assert_allclose(target[0], q[2:7].mean(axis=0), atol=1e-12)  # t = 1 (second row of history)
+    np.testing.assert_allclose(delta[0], command[1] - q[2:7].mean(axis=0), atol=1e-12)
 
 
 def test_cli_trains_a_model_that_learns_the_known_inverse(lag_dataset: Path, tmp_path: Path, capsys) -> None:
     out = tmp_path / "lag.onnx"
     args = argparse.Namespace(dataset=[lag_dataset], arch="mlp", history=2, horizon=1, epochs=25, hidden=32, seed=0,
-                              delta_bound=1.0, out=out, format=None)
+                              delta_bound=1.0, delta_slew=None, delta_smoothing=0.0, delta_l2=0.0, out=out, format=None)
     assert train_cli.run(args) == 0
     assert "validation loss" in capsys.readouterr().out
     model = load_model(out, joints=JOINT_NAMES, rate_hz=50.0)
@@ -52,7 +58,9 @@ def test_cli_trains_a_model_that_learns_the_known_inverse(lag_dataset: Path, tmp
 
 
 def test_compensated_arm_tracks_better(tmp_path: Path, lag_dataset: Path) -> None:
-    result = train([lag_dataset], TrainConfig(arch="deeponet", history=2, epochs=15, hidden=32, delta_bound=1.0, progress=False))
+    # Horizon 1 without the Δ penalty: the exact one-step inverse, right for this exact arm (see the module doc).
+    result = train([lag_dataset], TrainConfig(arch="deeponet", history=2, horizon=1, epochs=15, hidden=32, delta_bound=1.0,
+                                              delta_l2=0.0, progress=False))
     from so101_gaponet.model_file import save_onnx
 
     model = load_model(save_onnx(result.module, result.metadata, tmp_path / "d.onnx"))
@@ -76,5 +84,6 @@ def test_training_refuses_bad_settings_and_data(tmp_path: Path) -> None:
     with pytest.raises(TrainingError, match="unknown arch"):
         TrainConfig(arch="transformer")
     args = argparse.Namespace(dataset=[tmp_path / "nowhere"], arch="mlp", history=2, horizon=1, epochs=1, hidden=8,
-                              seed=0, delta_bound=None, out=tmp_path / "x.onnx", format=None)
+                              seed=0, delta_bound=None, delta_slew=None, delta_smoothing=0.0, delta_l2=0.05,
+                              out=tmp_path / "x.onnx", format=None)
     assert train_cli.run(args) == 1

@@ -63,9 +63,10 @@ def test_nodes_name_real_executables(launch_file: Path) -> None:
 def test_config_files_are_ros_parameter_yaml(launch_file: Path) -> None:
     referenced = 0
     for call in _calls(ast.parse(launch_file.read_text()), "join"):
-        parts = [a.value for a in call.args if isinstance(a, ast.Constant)]
-        if "config" in parts and parts[-1].endswith(".yaml"):
-            path = ROOT / "config" / parts[-1]
+        # os.path.join(CONFIG, "<file>.yaml"), CONFIG being the launch file's path to config/
+        first, last = (call.args[0], call.args[-1]) if len(call.args) == 2 else (None, None)
+        if isinstance(first, ast.Name) and first.id == "CONFIG" and isinstance(last, ast.Constant):
+            path = ROOT / "config" / str(last.value)
             assert path.is_file(), f"{launch_file.name} needs {path}"
             document = yaml.safe_load(path.read_text())
             assert "ros__parameters" in document["/**"], f"{path} is not in the /**: ros__parameters: layout"

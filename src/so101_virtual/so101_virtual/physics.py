@@ -53,6 +53,7 @@ from so101_virtual.firmware import (
 )
 from so101_virtual.firmware import step as firmware_step
 from so101_virtual.profiles import GapProfile, load_profile
+from so101_virtual.servo_memory import ServoMemory
 
 __all__ = ["JointMechanics", "ArmPhysics", "PhysicsError", "default_mjcf_path", "STEPS_PER_RAD"]
 
@@ -102,8 +103,8 @@ class ArmPhysics:
 
     def __init__(
         self,
-        profile: GapProfile | str = "default",
-        servos: Sequence[object] = (),
+        profile: GapProfile | str,
+        servos: Sequence[ServoMemory],
         mechanics: Sequence[JointMechanics] | None = None,
         *,
         mjcf: str | os.PathLike[str] | None = None,
@@ -224,11 +225,11 @@ class ArmPhysics:
         self._rotor_q = [m.jnt_qposadr[m.joint(r).id] if r else None for r in self._rotor_names]
         self._drive_list = self._drive_v.tolist()
 
-    def _stiff_friction(self, joint: object) -> None:
+    def _stiff_friction(self, joint: mujoco.MjsJoint) -> None:
         """Dry friction as a hard constraint: MuJoCo's default softness lets a joint creep under a
         torque below its friction; this keeps the creep to micro-radians per second."""
-        joint.solref_friction = [FRICTION_TIMECONST_STEPS * self.profile.physics.timestep, 1.0]  # type: ignore[attr-defined]
-        joint.solimp_friction = list(FRICTION_SOLIMP)  # type: ignore[attr-defined]
+        joint.solref_friction = [FRICTION_TIMECONST_STEPS * self.profile.physics.timestep, 1.0]
+        joint.solimp_friction = list(FRICTION_SOLIMP)
 
     # ------------------------------------------------------------------------------------ state
     def set_positions(self, positions: Sequence[float]) -> None:
@@ -340,7 +341,7 @@ class ArmPhysics:
 
     def _refresh_settings(self, force: bool = False) -> None:
         for i, servo in enumerate(self.servos):
-            table = servo.read(0, _SETTINGS_SPAN)  # type: ignore[attr-defined]
+            table = servo.read(0, _SETTINGS_SPAN)
             if force or table != self._tables[i]:
                 self._tables[i] = table
                 self._settings[i] = settings_from_table(table)
@@ -435,12 +436,12 @@ class ArmPhysics:
                 out.status,
             )
             last = self._written[i]
-            with servo.lock:  # type: ignore[attr-defined]
+            with servo.lock:
                 if values[0] != last[0]:
-                    servo.set_encoder(values[0])  # type: ignore[attr-defined]
+                    servo.set_encoder(values[0])
                 if values[1:] != last[1:]:
-                    servo.set_feedback(*(v if v != o else None  # type: ignore[attr-defined]
+                    servo.set_feedback(*(v if v != o else None
                                          for v, o in zip(values[1:], last[1:], strict=True)))
-                if out.unload and servo.get(Register.Torque_Enable):  # type: ignore[attr-defined]
-                    servo.set(Register.Torque_Enable, 0)  # type: ignore[attr-defined]
+                if out.unload and servo.get(Register.Torque_Enable):
+                    servo.set(Register.Torque_Enable, 0)
             self._written[i] = values

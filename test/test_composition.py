@@ -116,4 +116,4 @@ def test_composed_graph_stops_cleanly(uncompensated: tuple[ComposedGraph, deploy
     graph, _ = uncompensated
     graph.stop()
     assert not graph.context.ok() and not graph.nodes
-    assert graph._thread is not None and not graph._thread.is_alive()
+    assert not graph.running

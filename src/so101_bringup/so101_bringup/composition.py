@@ -16,7 +16,7 @@ from pathlib import Path
 
 import rclpy
 from rclpy.context import Context
-from rclpy.executors import MultiThreadedExecutor
+from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 
@@ -106,16 +106,15 @@ def deploy_graph(opts: GraphOptions) -> list[NodeSpec]:
 
 
 class ComposedGraph:
-    """Instantiate ``specs`` in one rclpy context and spin them on a background executor thread."""
+    """Instantiate ``specs`` in one rclpy context and spin each on its own background executor thread."""
 
-    def __init__(self, specs: list[NodeSpec], config_dir: Path = CONFIG_DIR, threads: int = 4) -> None:
+    def __init__(self, specs: list[NodeSpec], config_dir: Path = CONFIG_DIR) -> None:
         self.specs = specs
         self.config_dir = config_dir
         self.context = Context()
         self.nodes: dict[str, Node] = {}
-        self._threads = threads
-        self._executor: MultiThreadedExecutor | None = None
-        self._thread: threading.Thread | None = None
+        self._executors: list[SingleThreadedExecutor] = []
+        self._threads: list[threading.Thread] = []
 
     def _cli_args(self, spec: NodeSpec) -> list[str]:
         args = ["--ros-args"]
@@ -126,6 +125,7 @@ class ComposedGraph:
         return args
 
     def start(self) -> ComposedGraph:
+        self._threads.clear()
         rclpy.init(context=self.context)
         try:
             for spec in self.specs:
@@ -137,17 +137,25 @@ class ComposedGraph:
         except BaseException:
             self.stop()
             raise
-        self._executor = MultiThreadedExecutor(num_threads=self._threads, context=self.context)
-        for node in self.nodes.values():
-            self._executor.add_node(node)
-        self._thread = threading.Thread(target=self._spin, name="so101-composition", daemon=True)
-        self._thread.start()
+        # One single-threaded executor per node, each on its own thread: a node's wait set stays small
+        # and a slow callback (the driver's bus transaction) never delays another node's timers.
+        for key, node in self.nodes.items():
+            executor = SingleThreadedExecutor(context=self.context)
+            executor.add_node(node)
+            thread = threading.Thread(target=self._spin, args=(executor,), name=f"so101-{key}", daemon=True)
+            self._executors.append(executor)
+            self._threads.append(thread)
+            thread.start()
         return self
 
-    def _spin(self) -> None:
-        assert self._executor is not None
+    @property
+    def running(self) -> bool:
+        """Whether any node's executor thread is still spinning."""
+        return any(thread.is_alive() for thread in self._threads)
+
+    def _spin(self, executor: SingleThreadedExecutor) -> None:
         try:
-            self._executor.spin()
+            executor.spin()
         except Exception:  # shutdown races surface here; stop() reports nothing more useful
             if self.context.ok():
                 raise
@@ -155,10 +163,11 @@ class ComposedGraph:
     def stop(self) -> None:
         # Order matters: the executor thread must be gone before nodes are destroyed, or callbacks
         # still queued on it touch destroyed entities.
-        if self._executor is not None:
-            self._executor.shutdown(timeout_sec=2.0)
-        if self._thread is not None:
-            self._thread.join(timeout=5.0)
+        for executor in self._executors:
+            executor.shutdown(timeout_sec=2.0)
+        for thread in self._threads:
+            thread.join(timeout=5.0)
+        self._executors.clear()
         for node in self.nodes.values():
             node.destroy_node()
         self.nodes.clear()

@@ -5,7 +5,11 @@
    safety filter → driver (real ``scservo_sdk`` over the pty) — printing live joint states;
 3. record the episode into a rosbag2 (MCAP) bag;
 4. replay the recorded commands in the built-in MuJoCo simulator, pair real and sim, and write the
-   gap report (HTML + PNG). ``--compare`` also runs without compensation and reports before/after.
+   gap report (HTML + PNG).
+
+By default the demo closes the loop: a baseline episode without compensation → paired dataset →
+a GapONet compensator trained on it → a compensated episode → before/after comparison.
+``--single`` runs one episode (with the shipped model unless ``--no-compensation``).
 """
 
 from __future__ import annotations
@@ -38,8 +42,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--profile", default="default", help="gap profile of the virtual arm (name or YAML file)")
     parser.add_argument("--motion", default="sweep", help="built-in motion (sweep, wave, hold) or SAGE motion file")
     parser.add_argument("--out", type=Path, default=None, help="output folder (default runs/demo-<time>)")
-    parser.add_argument("--no-compensation", action="store_true", help="policy straight into the safety filter")
-    parser.add_argument("--compare", action="store_true", help="also run without compensation; before/after report")
+    parser.add_argument("--single", action="store_true",
+                        help="one episode only (shipped GapONet model) instead of baseline → train → compensated")
+    parser.add_argument("--no-compensation", action="store_true", help="with --single: policy straight into safety")
+    parser.add_argument("--epochs", type=int, default=30, help="GapONet training epochs in the loop (default 30)")
     parser.add_argument("--print-period", type=float, default=0.5, help="seconds between live joint-state lines")
     parser.add_argument("--no-analysis", action="store_true", help="stop after recording (no replay/pair/report)")
 
@@ -126,25 +132,57 @@ def _analyse(bag: Path, out: Path) -> dict:
     return summary
 
 
+def _train(dataset: Path, out: Path, epochs: int) -> Path:
+    from so101_gaponet.train_cli import train_and_export
+
+    model = out / "gaponet_trained.onnx"
+    print(f"\n== training a GapONet compensator on {dataset} ({epochs} epochs)")
+    figures = train_and_export([dataset], model, "onnx", epochs=epochs, delta_smoothing_s=0.1)
+    print(f"   wrote {model}: validation loss {figures['initial_validation_loss']:.4f} → "
+          f"{figures['validation_loss']:.4f}")
+    return model
+
+
+def _options(folder: Path, args: argparse.Namespace, compensation: bool, model: Path | None) -> GraphOptions:
+    opts = GraphOptions(port="", compensation=compensation, motion=args.motion, autostart_motion=False, record=True,
+                        bag_root=str(folder / "bags"), task=f"demo-{args.motion}", gap_profile=args.profile)
+    return replace(opts, gaponet_model=str(model)) if model is not None else opts
+
+
 def run(args: argparse.Namespace) -> int:
     apply_private_ros_env()
     out = args.out or Path("runs") / f"demo-{datetime.now():%Y%m%d-%H%M%S}"
     duration = load_motion(args.motion).duration
-    runs = [("compensated" if not args.no_compensation else "uncompensated", not args.no_compensation)]
-    if args.compare:
-        runs = [("uncompensated", False), ("compensated", True)]
-    summaries = []
-    for label, compensation in runs:
-        folder = out / label
-        opts = GraphOptions(port="", compensation=compensation, motion=args.motion, autostart_motion=False, record=True,
-                            bag_root=str(folder / "bags"), task=f"demo-{args.motion}", gap_profile=args.profile)
-        bag = _run_episode(label, opts, duration, args.print_period)
+    if args.single or args.no_analysis:
+        label = "uncompensated" if args.no_compensation else "compensated"
+        bag = _run_episode(label, _options(out / label, args, not args.no_compensation, None), duration,
+                           args.print_period)
         if not args.no_analysis:
-            summaries.append(_analyse(bag, folder))
-    if args.compare and not args.no_analysis:
-        from so101_sim2real.report import write_comparison
+            _analyse(bag, out / label)
+        print(f"\ndone: everything is under {out}")
+        return 0
 
-        write_comparison(summaries, [label for label, _ in runs], out / "comparison")
-        print(f"\nbefore/after comparison: {out / 'comparison'}")
-    print(f"\ndone: everything is under {out}")
+    from so101_sim2real.report import write_comparison
+
+    baseline = _analyse(_run_episode("baseline", _options(out / "baseline", args, False, None), duration,
+                                     args.print_period), out / "baseline")
+    model = _train(out / "baseline" / "dataset", out, args.epochs)
+    compensated = _analyse(_run_episode("compensated", _options(out / "compensated", args, True, model), duration,
+                                        args.print_period), out / "compensated")
+    comparison = write_comparison([baseline, compensated], ["baseline", "compensated"], out / "comparison")
+    _print_comparison(comparison)
+    print(f"\ndone: everything is under {out}; before/after report in {out / 'comparison'}")
     return 0
+
+
+def _print_comparison(comparison: dict) -> None:
+    """Per-joint position RMSE (real vs MuJoCo replay) before and after compensation."""
+    rmse = comparison["delta"]["position"]["rmse"]
+    print("\n   position gap to the MuJoCo replay, rmse [rad]")
+    print("   " + "".join(f"{_SHORT[n]:>9}" for n in JOINT_NAMES))
+    for key, label in (("before", "baseline"), ("after", "compensated"), ("change_percent", "change %")):
+        print("   " + "".join(f"{_format(rmse[key].get(n)):>9}" for n in JOINT_NAMES) + f"   {label}")
+
+
+def _format(value: object) -> str:
+    return f"{value:+.4f}" if isinstance(value, (int, float)) else "-"

@@ -4,18 +4,22 @@ Every transaction goes through bounded retries: each failure is logged at debug 
 raises :class:`~so101_driver.errors.BusTimeout`, :class:`~so101_driver.errors.CorruptPacket` or
 :class:`~so101_driver.errors.ServoError` naming the servo and the number of tries.
 
-Two places do not use the SDK's receive path, for reasons worth knowing:
+The SDK's ``PortHandler`` carries every byte; single-servo transactions (ping, read, write) and
+``sync_write`` are the SDK's own (``PacketHandler(0)``, ``GroupSyncWrite``). Two paths are framed
+here with the shared :mod:`so101_driver.protocol` instead, for reasons worth knowing:
 
-- ``GroupSyncRead.rxPacket`` stops at the first servo that does not answer, and while it waits for
-  that servo it reads and throws away the replies of the servos after it; it also drops each reply's
-  error byte. One unplugged servo would blind the driver to all the others. So the SYNC_READ is sent
-  with ``GroupSyncRead.txPacket`` (one transaction) and the replies are collected here with the
-  shared :class:`so101_driver.protocol.PacketParser`, keeping every answer that arrived, with its
-  error byte, within one deadline.
+- The feedback SYNC_READ. ``GroupSyncRead.rxPacket`` stops at the first servo that does not answer,
+  and while it waits for that servo it reads and throws away the replies of the servos after it; it
+  also drops each reply's error byte: one unplugged servo would blind the driver to all the others.
+  Here the replies are collected with :class:`~so101_driver.protocol.PacketParser`, keeping every
+  answer that arrived, with its error byte, within one deadline. The request is one port write that
+  can carry the cycle's SYNC_WRITE of goals just before the SYNC_READ (the SDK writes each packet
+  separately and waits for it to drain): one hand-over to the adapter per control cycle.
 - A broadcast PING has every servo answer; the SDK has no call for it (LeRobot writes its own too).
 
 The SDK's packet timeout is patched as LeRobot does (``tx_time_per_byte·(n + 3) + timeout_ms``),
-which fixes the SDK's too-short timeout for long replies.
+which fixes the SDK's too-short timeout for long replies, and its ``readPort`` waits for data
+(``select``, ≤ 1 ms) instead of letting the receive loop spin a core (see ``_waiting_read_port``).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import select
+import struct
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -41,6 +46,7 @@ from so101_driver.control_table import (
     Register,
     decode_error_bits,
     decode_register,
+    decode_sign_magnitude,
     encode_register,
 )
 from so101_driver.errors import BusError, BusTimeout, CorruptPacket, PortError, ServoError
@@ -54,6 +60,24 @@ DEFAULT_RETRIES = 2  # extra tries after the first
 _STATUS_OVERHEAD = 6  # FF FF ID LEN ERR ... CHK
 _FB_ADDR, _FB_LEN = FEEDBACK_BLOCK
 RegisterLike = Register | str
+
+
+def _feedback_layout() -> tuple[struct.Struct, tuple[int | None, ...]]:
+    """One ``struct`` for the feedback block, built from the control table (the decode is on the
+    control loop's hot path: one unpack instead of eight register look-ups per servo)."""
+    fmt, cursor = "<", _FB_ADDR
+    for reg in _FB_FIELDS:
+        fmt += "x" * (reg.address - cursor) + {1: "B", 2: "H"}[reg.size]
+        cursor = reg.address + reg.size
+    if cursor != _FB_ADDR + _FB_LEN:
+        raise RuntimeError("FEEDBACK_BLOCK and the feedback registers disagree")
+    return struct.Struct(fmt), tuple(reg.spec.sign_bit for reg in _FB_FIELDS)
+
+
+# Feedback's fields, in address order
+_FB_FIELDS = (Register.Present_Position, Register.Present_Velocity, Register.Present_Load, Register.Present_Voltage,
+              Register.Present_Temperature, Register.Status, Register.Moving, Register.Present_Current)
+_FB_STRUCT, _FB_SIGN_BITS = _feedback_layout()
 
 
 @dataclass(frozen=True)
@@ -74,22 +98,10 @@ class Feedback:
     def from_block(cls, data: bytes | bytearray, error: int = 0) -> Feedback:
         if len(data) < _FB_LEN:
             raise ValueError(f"feedback block needs {_FB_LEN} bytes, got {len(data)}")
-
-        def field(reg: Register) -> int:
-            start = reg.address - _FB_ADDR
-            return decode_register(reg, data[start : start + reg.size])
-
-        return cls(
-            position=field(Register.Present_Position),
-            velocity=field(Register.Present_Velocity),
-            load=field(Register.Present_Load),
-            voltage=field(Register.Present_Voltage),
-            temperature=field(Register.Present_Temperature),
-            status=field(Register.Status),
-            moving=bool(field(Register.Moving)),
-            current=field(Register.Present_Current),
-            error=error,
-        )
+        values = [decode_sign_magnitude(v, bit) if bit is not None else v
+                  for v, bit in zip(_FB_STRUCT.unpack_from(data), _FB_SIGN_BITS, strict=True)]
+        values[6] = bool(values[6])  # Moving
+        return cls(*values, error=error)  # type: ignore[arg-type]
 
     @property
     def voltage_v(self) -> float:
@@ -133,7 +145,6 @@ class FeetechBus:
         self.retries = retries
         self._handler = scs.PacketHandler(0)
         self._port: Any = None
-        self._sync_reader: Any = None
         self._sync_writers: dict[tuple[int, int], Any] = {}
         self._lock = threading.RLock()
         self.last_error: dict[int, int] = {}  # servo id → error byte of its latest reply
@@ -150,6 +161,7 @@ class FeetechBus:
             return self
         port = scs.PortHandler(self.port)
         port.setPacketTimeout = MethodType(_patched_set_packet_timeout(self), port)
+        port.readPort = MethodType(_waiting_read_port, port)
         try:
             ok = port.setBaudRate(self.baudrate)  # opens the port
         except Exception as err:  # serial.SerialException, OSError
@@ -157,7 +169,6 @@ class FeetechBus:
         if not ok:
             raise PortError(f"{self.port}: unsupported baud rate {self.baudrate}")
         self._port = port
-        self._sync_reader = scs.GroupSyncRead(port, self._handler, _FB_ADDR, _FB_LEN)
         self._sync_writers.clear()
         logger.debug("opened %s at %d baud", self.port, self.baudrate)
         return self
@@ -353,22 +364,27 @@ class FeetechBus:
             raise next(iter(failures.values()))
         return feedback
 
-    def sync_read_feedback_partial(self, ids: Sequence[int]) -> tuple[dict[int, Feedback], dict[int, BusError]]:
+    def sync_read_feedback_partial(self, ids: Sequence[int], goals: Mapping[int, int] | None = None,
+                                   ) -> tuple[dict[int, Feedback], dict[int, BusError]]:
         """Like :meth:`sync_read_feedback`, but returns what arrived and a failure per missing servo.
 
         Servos that did not answer are asked again (one SYNC_READ for all of them) up to
         :attr:`retries` times. Replies with error bits are kept (``Feedback.error``): they carry data.
+        ``goals`` (servo id → Goal_Position): their SYNC_WRITE goes out in the same port write, just
+        before the first SYNC_READ (the driver's cycle: one wake-up of the line instead of two).
         """
         port = self._require_port()
         feedback: dict[int, Feedback] = {}
         missing = list(dict.fromkeys(ids))
         corrupt = 0
         tries = 0
+        prefix = _sync_write_packet(Register.Goal_Position, goals) if goals else b""
         with self._lock:
             while missing and tries <= self.retries:
                 tries += 1
                 with _os_errors_as_port_errors(self.port, "sync read"):
-                    replies, corrupt = self._sync_read_once(port, missing)
+                    replies, corrupt = self._sync_read_once(port, missing, prefix)
+                prefix = b""
                 for servo_id, (data, error) in replies.items():
                     feedback[servo_id] = Feedback.from_block(data, error)
                     self.last_error[servo_id] = error
@@ -382,18 +398,12 @@ class FeetechBus:
                                   else BusTimeout(servo_id, tries, "sync read of the feedback block"))
         return feedback, failures
 
-    def _sync_read_once(self, port: Any, ids: Sequence[int]) -> tuple[dict[int, tuple[bytes, int]], int]:
-        reader = self._sync_reader
-        reader.clearParam()
-        for i in ids:
-            reader.addParam(i)
+    def _sync_read_once(self, port: Any, ids: Sequence[int], prefix: bytes = b"") -> tuple[dict[int, tuple[bytes, int]], int]:
+        request = prefix + protocol.encode_instruction(protocol.BROADCAST_ID, protocol.Instruction.SYNC_READ,
+                                                       bytes((_FB_ADDR, _FB_LEN, *ids)))
         _discard_input(port)
-        try:
-            comm = reader.txPacket()
-        finally:
-            port.is_using = False
-        if comm != scs.COMM_SUCCESS:
-            raise PortError(f"sync read: {self._handler.getTxRxResult(comm)}")
+        if port.writePort(request) != len(request):
+            raise PortError(f"sync read: {len(request)}-byte request not written")
         wanted = set(ids)
         reply_bytes = len(ids) * (_STATUS_OVERHEAD + _FB_LEN)
         deadline = time.monotonic() + self._timeout_s(reply_bytes)
@@ -493,6 +503,28 @@ def _patched_set_packet_timeout(bus: FeetechBus) -> Callable[[Any, int], None]:
         port.packet_timeout = port.tx_time_per_byte * (packet_length + 3) + bus.timeout_ms
 
     return set_packet_timeout
+
+
+def _sync_write_packet(register: Register, values: Mapping[int, int]) -> bytes:
+    """A SYNC_WRITE of ``register`` for ``values`` (servo id → value), ready for the wire."""
+    params = bytearray((register.address, register.size))
+    for servo_id, value in values.items():
+        params.append(int(servo_id))
+        params += encode_register(register, int(value))
+    return protocol.encode_instruction(protocol.BROADCAST_ID, protocol.Instruction.SYNC_WRITE, params)
+
+
+def _waiting_read_port(port: Any, length: int) -> bytes:
+    """The SDK's ``readPort`` (a non-blocking read its receive loop calls back to back), made to
+    wait up to 1 ms for data first: the loop no longer spins a CPU core at 100 % while a reply is on
+    its way, which on a loaded machine also delayed the kernel work that delivers the reply."""
+    ser = port.ser
+    if not ser.in_waiting:
+        try:
+            select.select([ser.fileno()], [], [], 0.001)
+        except (AttributeError, OSError, ValueError):  # no fileno (Windows)
+            time.sleep(0.0002)
+    return ser.read(length)
 
 
 try:

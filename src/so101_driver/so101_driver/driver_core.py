@@ -56,7 +56,8 @@ class BusLike(Protocol):
 
     def connect(self) -> object: ...
     def close(self) -> None: ...
-    def sync_read_feedback_partial(self, ids: Sequence[int]) -> tuple[dict[int, Feedback], dict[int, BusError]]: ...
+    def sync_read_feedback_partial(self, ids: Sequence[int], goals: Mapping[int, int] | None = None,
+                                   ) -> tuple[dict[int, Feedback], dict[int, BusError]]: ...
     def sync_write_goal_positions(self, goals: Mapping[int, int]) -> None: ...
     def set_torque(self, ids: Iterable[int], enabled: bool) -> None: ...
     def configure_lerobot(self, ids: Sequence[int], gripper_id: int | None = None) -> None: ...
@@ -199,10 +200,9 @@ class DriverCore:
             if not self._ensure_port():
                 return self._result(None)
             try:
-                feedback, failures = self.bus.sync_read_feedback_partial(self.ids)
+                feedback, failures = self.bus.sync_read_feedback_partial(self.ids, self._goals_to_write())
                 stamp = self._clock()
                 sample = self._update(feedback, failures, stamp)
-                self._write_goals()
             except PortError as err:
                 self._port_failed(err)
                 return self._result(None)
@@ -340,10 +340,15 @@ class DriverCore:
             rad = self.mapping.to_rad(self._goal_raw)
             return {n: float(r) for n, r, k in zip(self.names, rad, self._goal_known, strict=True) if k}
 
-    def _write_goals(self) -> None:
+    def _goals_to_write(self) -> dict[int, int] | None:
+        """Servo id → goal step of every known goal (None for a read-only arm or when none is known)."""
         if not self.config.write_goals:
-            return
-        goals = {i: int(g) for i, g, k in zip(self.ids, self._goal_raw, self._goal_known, strict=True) if k}
+            return None
+        goals = {i: int(g) for i, g, k in zip(self.ids, self._goal_raw.tolist(), self._goal_known, strict=True) if k}
+        return goals or None
+
+    def _write_goals(self) -> None:
+        goals = self._goals_to_write()
         if goals:
             self.bus.sync_write_goal_positions(goals)
 

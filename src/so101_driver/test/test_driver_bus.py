@@ -118,6 +118,21 @@ def test_sync_read_is_one_transaction(bus, link):
     assert wait_for(lambda: link.server.requests == before + 2, timeout=2)
 
 
+def test_goals_written_with_the_sync_read(bus, servos, link, faults):
+    before = link.server.requests
+    feedback, failures = bus.sync_read_feedback_partial(IDS, goals={1: 1500, 4: 2500})
+    assert sorted(feedback) == IDS and not failures
+    # the SYNC_WRITE went out first, in the same transfer: applied by the time the replies came
+    assert (servos[1].get(Register.Goal_Position), servos[4].get(Register.Goal_Position)) == (1500, 2500)
+    assert link.server.requests == before + 2
+    # a retry repeats the SYNC_READ only
+    faults.unplug(2)
+    before = link.server.requests
+    _, failures = bus.sync_read_feedback_partial(IDS, goals={1: 1600})
+    assert list(failures) == [2] and link.server.requests == before + 1 + 3
+    assert servos[1].get(Register.Goal_Position) == 1600
+
+
 def test_sync_write_goal_positions(bus, servos):
     bus.sync_write_goal_positions({1: 100, 2: 4095, 6: 2048})  # no reply: wait for the servos to take it
     assert wait_for(lambda: [servos[i].get(Register.Goal_Position) for i in (1, 2, 6)] == [100, 4095, 2048], timeout=2)

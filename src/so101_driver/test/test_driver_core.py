@@ -43,7 +43,9 @@ class FakeBus:
     def close(self) -> None:
         self.is_connected = False
 
-    def sync_read_feedback_partial(self, ids: Sequence[int]):
+    def sync_read_feedback_partial(self, ids: Sequence[int], goals: Mapping[int, int] | None = None):
+        if goals:  # written just before the read, in the same transfer
+            self.sync_write_goal_positions(goals)
         if self.port_broken:
             raise PortError("write failed: device disconnected")
         fb, failures = {}, {}
@@ -192,6 +194,7 @@ def test_servo_missing_at_start_gets_no_made_up_goal(bus, cals):
     bus.unplugged.add(5)
     core = DriverCore(bus, cals, clock=Clock())
     core.start()
+    core.cycle()
     assert "wrist_roll" not in core.goals()
     assert 5 not in bus.writes[-1]
     bus.unplugged.clear()

@@ -1,15 +1,14 @@
 """Cross-process tests of the driver and leader nodes over real DDS (loopback, private domain).
 
-Three processes: a virtual SO-101 on a pty (``kinematic_arm.py``: the real STS3215 protocol, joints
-moving toward their goals while torque is on, faults through a control socket), the node under test
+Three processes: the virtual SO-101 (``so101 virtual-bus``: MuJoCo arm, STS3215 firmware, the real
+protocol on a pty, faults through its control socket), the node under test
 (``python -m so101_driver.driver_node``), and this test process publishing ``/joint_command``,
-listening to ``/joint_states`` and ``/diagnostics`` and calling the torque services.
+listening to ``/joint_states`` and ``/diagnostics`` and calling the torque services. The virtual arm
+runs the ``ideal`` gap profile; commands are checked to within its gravity sag (``TOL``).
 """
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -29,35 +28,28 @@ from so101_virtual.faults import send_fault_command
 
 pytestmark = pytest.mark.slow
 
-ARM_SCRIPT = Path(__file__).parent / "kinematic_arm.py"
+CALIBRATION = Path(__file__).resolve().parents[3] / "config" / "calibration"
+TOL = 0.06  # rad: a position servo's steady-state sag under gravity
+# the virtual arm shares the CPU with the test: allow late replies (a real bus answers in ~1 ms)
+LOADED_MACHINE = ("-p", "timeout_ms:=100.0", "-p", "retries:=2")
 
 
 class VirtualArmProcess:
-    def __init__(self, folder: Path) -> None:
+    """``so101 virtual-bus`` in a child process, with its fault socket."""
+
+    def __init__(self, folder: Path, role: str = "follower") -> None:
         self.link = folder / "arm"
         self.faults = folder / "faults.sock"
-        self.calibration = folder / "calibration.json"
-        self.log = open(folder / "arm.log", "wb")
-        self.process = subprocess.Popen(
-            [sys.executable, str(ARM_SCRIPT), "--link", str(self.link), "--faults-socket", str(self.faults),
-             "--calibration-out", str(self.calibration)],
-            stdout=self.log, stderr=subprocess.STDOUT, env=private_ros_env())
-        assert wait_for(lambda: self.link.exists() and self.faults.exists(), timeout=20), self.output()
+        self.calibration = CALIBRATION / f"virtual_{role}.json"
+        self.process = NodeProcess("so101_virtual.cli", [
+            "--link", str(self.link), "--profile", "ideal", "--role", role, "--faults-socket", str(self.faults)]).start()
+        assert wait_for(lambda: "device " in self.process.output(), timeout=60), self.process.output()
 
     def fault(self, **command: object) -> dict:
         return send_fault_command(str(self.faults), command)
 
-    def output(self) -> str:
-        self.log.flush()
-        return Path(self.log.name).read_text(errors="replace")
-
     def stop(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-        self.log.close()
+        self.process.stop()
 
 
 class Client:
@@ -137,7 +129,7 @@ def client():
 def _driver(arm: VirtualArmProcess, *extra: str) -> NodeProcess:
     return NodeProcess("so101_driver.driver_node", [
         "--ros-args", "-p", f"port:={arm.link}", "-p", f"calibration_file:={arm.calibration}",
-        "-p", "rate_hz:=100.0", "-p", "diagnostics_rate_hz:=10.0", *extra])
+        "-p", "rate_hz:=100.0", "-p", "diagnostics_rate_hz:=10.0", *LOADED_MACHINE, *extra])
 
 
 def test_driver_follows_commands_reports_faults_and_recovers(arm, client):
@@ -147,13 +139,16 @@ def test_driver_follows_commands_reports_faults_and_recovers(arm, client):
         assert list(first.name) == list(JOINT_NAMES)
         assert len(first.position) == len(first.velocity) == len(first.effort) == 6
         assert first.header.stamp.sec > 0
-        assert abs(client.position("elbow_flex")) < 0.01  # held where it was (mid-range)
+        rest = client.position("elbow_flex")
+        time.sleep(0.3)
+        assert abs(client.position("elbow_flex") - rest) < TOL  # torque on at start: held where it was
 
         # a partial command moves the named joints; joint_states follow
         client.command(["elbow_flex", "gripper"], [0.5, 1.2])
-        assert wait_for(lambda: abs(client.position("elbow_flex") - 0.5) < 0.01
-                        and abs(client.position("gripper") - 1.2) < 0.01, timeout=10), node.output()
-        assert abs(client.position("shoulder_pan")) < 0.01
+        pan = client.position("shoulder_pan")
+        assert wait_for(lambda: abs(client.position("elbow_flex") - 0.5) < TOL
+                        and abs(client.position("gripper") - 1.2) < TOL, timeout=10), node.output()
+        assert abs(client.position("shoulder_pan") - pan) < TOL
 
         # rate: about rate_hz
         with client.lock:
@@ -170,11 +165,11 @@ def test_driver_follows_commands_reports_faults_and_recovers(arm, client):
         assert "servo 3" in message and values["servo_id"] == "3"
         assert client.diag(": bus")[0] == 1 and "elbow_flex" in client.diag(": bus")[1]
         client.command(["shoulder_pan"], [-0.3])
-        assert wait_for(lambda: abs(client.position("shoulder_pan") + 0.3) < 0.01, timeout=10)
+        assert wait_for(lambda: abs(client.position("shoulder_pan") + 0.3) < TOL, timeout=10)
         # ... and it recovers when the servo answers again
         arm.fault(op="plug", id=3)
         assert wait_for(lambda: client.diag(": elbow_flex")[0] == 0, timeout=10), node.output()
-        assert wait_for(lambda: abs(client.position("elbow_flex") - 0.5) < 0.01, timeout=5)
+        assert wait_for(lambda: abs(client.position("elbow_flex") - 0.5) < TOL, timeout=5)
 
         # forced error bits (overload) are decoded into the joint's diagnostics
         arm.fault(op="error_bits", id=2, bits=32)
@@ -190,23 +185,25 @@ def test_driver_follows_commands_reports_faults_and_recovers(arm, client):
         assert "2 names but 1 positions" in out and "non-finite" in out and "unknown joints" in out
         assert node.alive()
         client.command(["elbow_flex"], [-0.4])
-        assert wait_for(lambda: abs(client.position("elbow_flex") + 0.4) < 0.01, timeout=10)
+        assert wait_for(lambda: abs(client.position("elbow_flex") + 0.4) < TOL, timeout=10)
         assert client.diag(": bus")[2]["commands_rejected"] == "3" or wait_for(
             lambda: client.diag(": bus")[2]["commands_rejected"] == "3", timeout=5)
 
-        # torque services: off → commands no longer move the arm; on → the arm holds where it is
+        # torque services: off → commands no longer move the arm; on → it holds where it is
+        # (wrist_roll: gravity does not turn it, so it stays put with torque off)
         response = client.call(client.disable)
         assert response.success, response.message
         assert wait_for(lambda: client.diag(": bus")[2]["torque_enabled"] == "False", timeout=5)
-        client.command(["elbow_flex"], [0.6])
-        time.sleep(0.3)
-        assert abs(client.position("elbow_flex") + 0.4) < 0.01
+        roll = client.position("wrist_roll")
+        client.command(["wrist_roll"], [roll + 1.0])
+        time.sleep(0.5)
+        assert abs(client.position("wrist_roll") - roll) < 0.1
         response = client.call(client.enable)
         assert response.success, response.message
-        time.sleep(0.3)
-        assert abs(client.position("elbow_flex") + 0.4) < 0.01  # no jump to the stale 0.6 goal
-        client.command(["elbow_flex"], [0.2])
-        assert wait_for(lambda: abs(client.position("elbow_flex") - 0.2) < 0.01, timeout=10)
+        time.sleep(0.5)
+        assert abs(client.position("wrist_roll") - roll) < 0.1  # no jump to the stale goal
+        client.command(["wrist_roll"], [roll + 1.0])
+        assert wait_for(lambda: abs(client.position("wrist_roll") - roll - 1.0) < TOL, timeout=10)
 
         # torque on fails cleanly (with the reason) while a servo is missing
         arm.fault(op="unplug", id=5)
@@ -248,14 +245,19 @@ def test_driver_explains_a_missing_default_calibration(arm, tmp_path):
     assert "so101 calibrate" in text
 
 
-def test_leader_node_publishes_leader_joint_states(arm):
+def test_leader_node_publishes_leader_joint_states(tmp_path):
+    arm = VirtualArmProcess(tmp_path, role="leader")  # moved by a virtual hand
     client = Client(state_topic="/leader/joint_states", node_name="so101_leader")
     try:
         with NodeProcess("so101_driver.leader_node", [
                 "--ros-args", "-p", f"port:={arm.link}", "-p", f"calibration_file:={arm.calibration}",
-                "-p", "rate_hz:=50.0"]) as node:
+                "-p", "rate_hz:=50.0", *LOADED_MACHINE]) as node:
             assert wait_for(lambda: client.latest() is not None, timeout=30), node.output()
             assert list(client.latest().name) == list(JOINT_NAMES)
             assert "torque off" in node.output()
+            first = list(client.latest().position)
+            assert wait_for(lambda: max(abs(a - b) for a, b in zip(client.latest().position, first, strict=True))
+                            > 0.05, timeout=10)  # it follows the hand
     finally:
         client.close()
+        arm.stop()

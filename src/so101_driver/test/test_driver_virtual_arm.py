@@ -51,7 +51,6 @@ def test_driver_reports_true_angles_and_reaches_commands(drive_modes):
             truth = robot.true_positions()
             np.testing.assert_allclose(sample.position, truth, atol=3 * STEP_RAD)
             np.testing.assert_allclose(truth, target, atol=0.06)  # gravity sag of a P=32 servo, no more
-            assert np.all(np.abs(sample.velocity) < 0.1)  # settled: at most one velocity LSB (50 step/s)
             core.stop()
 
 

@@ -134,7 +134,7 @@ class FeetechBus:
     """A Feetech bus on one serial port (protocol 0: STS/SMS, little-endian)."""
 
     def __init__(self, port: str, baudrate: int = 1_000_000, timeout_ms: float = DEFAULT_TIMEOUT_MS,
-                 retries: int = DEFAULT_RETRIES) -> None:
+                 retries: int = DEFAULT_RETRIES, log: logging.Logger | None = None) -> None:
         if retries < 0:
             raise ValueError(f"retries must be >= 0, got {retries}")
         if timeout_ms <= 0:
@@ -143,6 +143,7 @@ class FeetechBus:
         self.baudrate = baudrate
         self.timeout_ms = float(timeout_ms)
         self.retries = retries
+        self.log = log or logger  # a node passes its own, so composed nodes keep their messages apart
         self._handler = scs.PacketHandler(0)
         self._port: Any = None
         self._sync_writers: dict[tuple[int, int], Any] = {}
@@ -170,7 +171,7 @@ class FeetechBus:
             raise PortError(f"{self.port}: unsupported baud rate {self.baudrate}")
         self._port = port
         self._sync_writers.clear()
-        logger.debug("opened %s at %d baud", self.port, self.baudrate)
+        self.log.debug("opened %s at %d baud", self.port, self.baudrate)
         return self
 
     def close(self) -> None:
@@ -179,7 +180,7 @@ class FeetechBus:
             if self._port is not None:
                 with contextlib.suppress(Exception):
                     self._port.closePort()
-                logger.debug("closed %s", self.port)
+                self.log.debug("closed %s", self.port)
             self._port = None
 
     def __enter__(self) -> FeetechBus:
@@ -263,7 +264,7 @@ class FeetechBus:
                     self.last_error[servo_id] = error
                     if not error or not strict:
                         return value
-                logger.debug("%s on servo %d failed (try %d/%d): %s", what, servo_id, attempt, tries,
+                self.log.debug("%s on servo %d failed (try %d/%d): %s", what, servo_id, attempt, tries,
                              _describe(self._handler, comm, error))
         raise self._failure(servo_id, tries, comm, error, what)
 
@@ -390,7 +391,7 @@ class FeetechBus:
                     self.last_error[servo_id] = error
                 missing = [i for i in missing if i not in replies]
                 if missing:
-                    logger.debug("sync read: no reply from %s (try %d/%d, %d corrupt packets)",
+                    self.log.debug("sync read: no reply from %s (try %d/%d, %d corrupt packets)",
                                  missing, tries, self.retries + 1, corrupt)
         failures: dict[int, BusError] = {}
         for servo_id in missing:
@@ -465,7 +466,7 @@ class FeetechBus:
                 found.update(self._ping_each(ids))
             for servo_id in sorted(found):
                 results.append(self._describe_servo(servo_id, baud, found[servo_id]))
-            logger.debug("scan at %d baud: %s", baud, sorted(found) or "nothing")
+            self.log.debug("scan at %d baud: %s", baud, sorted(found) or "nothing")
         found_rates = [r.baudrate for r in results]
         self.set_baudrate(found_rates[0] if found_rates else original)
         return results
@@ -485,7 +486,7 @@ class FeetechBus:
             minor = self.read(Register.Firmware_Minor_Version, servo_id, strict=False)
             firmware = f"{major}.{minor}"
         except BusError as err:
-            logger.debug("servo %d answered PING but not READ: %s", servo_id, err)
+            self.log.debug("servo %d answered PING but not READ: %s", servo_id, err)
             model, firmware = -1, "?"
         return ScanResult(servo_id, model, firmware, baud, error)
 

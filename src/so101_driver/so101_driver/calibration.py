@@ -35,6 +35,7 @@ __all__ = [
     "calibration_to_json",
     "calibration_root",
     "default_calibration_path",
+    "resolve_calibration_path",
     "raw_to_rad",
     "rad_to_raw",
     "raw_velocity_to_rad",
@@ -175,6 +176,19 @@ def default_calibration_path(robot_id: str, role: str = "follower") -> Path:
     if not preferred.is_file() and legacy.is_file():
         return legacy
     return preferred
+
+
+def resolve_calibration_path(calibration_file: str, robot_id: str, role: str = "follower", port: str = "PORT") -> Path:
+    """``calibration_file`` when given, else LeRobot's file for ``robot_id``; a missing default file
+    is an error that says where it looked and how to make one."""
+    if calibration_file:
+        return Path(calibration_file)
+    path = default_calibration_path(robot_id, role)
+    if not path.is_file():
+        raise CalibrationError(
+            f"no LeRobot calibration for robot_id {robot_id!r} at {path}: set robot_id to your arm's LeRobot id, "
+            f"calibration_file to its JSON, or run 'so101 calibrate --port {port} --robot-id {robot_id} --role {role}'")
+    return path
 
 
 # --- unit mapping ----------------------------------------------------------------------------------

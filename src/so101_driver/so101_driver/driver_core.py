@@ -143,8 +143,9 @@ class DriverCore:
 
     def __init__(self, bus: BusLike, calibration: Mapping[str, MotorCalibration],
                  names: Sequence[str] = JOINT_NAMES, config: DriverConfig | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, log: logging.Logger | None = None) -> None:
         self.bus = bus
+        self.log = log or logger
         self.config = config or DriverConfig()
         self.names = tuple(names)
         self.mapping = JointMapping.from_calibration(calibration, self.names)
@@ -188,7 +189,7 @@ class DriverCore:
                 try:
                     self.set_torque(False)
                 except BusError as err:
-                    logger.warning("could not turn torque off while stopping: %s", err)
+                    self.log.warning("could not turn torque off while stopping: %s", err)
             self.bus.close()
 
     # --- the cycle ----------------------------------------------------------------------------
@@ -223,15 +224,15 @@ class DriverCore:
             self.bus.connect()
         except BusError as err:
             self.bus_error = str(err)
-            logger.debug("reconnect to %s failed: %s", self.bus.port, err)
+            self.log.debug("reconnect to %s failed: %s", self.bus.port, err)
             return False
-        logger.info("port %s reopened", self.bus.port)
+        self.log.info("port %s reopened", self.bus.port)
         self.bus_error = ""
         return True
 
     def _port_failed(self, err: BusError) -> None:
         if not self.bus_error:
-            logger.error("bus on %s failed: %s", self.bus.port, err)
+            self.log.error("bus on %s failed: %s", self.bus.port, err)
         self.bus_error = str(err) or type(err).__name__
         self._next_reconnect = self._clock() + self.config.reconnect_interval_s
         for state in self._servos.values():
@@ -249,13 +250,13 @@ class DriverCore:
                 err = failures.get(servo_id)
                 reason = str(err) if err is not None else f"no reply from servo {servo_id}"
                 if not state.faulted:
-                    logger.warning("%s (servo %d) faulted: %s", name, servo_id, reason)
+                    self.log.warning("%s (servo %d) faulted: %s", name, servo_id, reason)
                 state.faulted, state.reason = True, reason
                 state.consecutive += 1
                 state.total += 1
                 continue
             if state.faulted:
-                logger.info("%s (servo %d) answers again after %d failed cycles", name, servo_id, state.consecutive)
+                self.log.info("%s (servo %d) answers again after %d failed cycles", name, servo_id, state.consecutive)
             state.faulted, state.reason, state.consecutive = False, "", 0
             valid[k] = True
             raw_pos[k], raw_vel[k], raw_load[k] = fb.position, fb.velocity, fb.load

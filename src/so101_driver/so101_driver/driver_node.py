@@ -1,12 +1,10 @@
 """ROS 2 node of the SO-101 follower: ``joint_states`` + ``/diagnostics`` out, ``joint_command`` in.
 
     ros2 run so101_driver driver --ros-args -p port:=/dev/ttyACM0 -p robot_id:=my_arm
-    python -m so101_driver.driver_node --ros-args -p port:=/tmp/so101_follower -p calibration_file:=...
 
 A plain node (not a lifecycle node): it opens the port and reads the arm in its constructor (a
 port or calibration problem ends the process with a clear message and exit code 1) and releases the
-port when it is destroyed (Ctrl-C / SIGTERM). All logic lives in :class:`DriverCore`; this file
-declares parameters, wires topics and services, and maps the core's results to messages.
+port when it is destroyed (Ctrl-C / SIGTERM). Logic lives in :class:`DriverCore`; parameters: README.
 """
 
 from __future__ import annotations
@@ -14,7 +12,6 @@ from __future__ import annotations
 import logging
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
 import rclpy
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
@@ -25,7 +22,7 @@ from std_srvs.srv import Trigger
 
 from so101_description.joints import JOINT_NAMES
 from so101_driver.bus import FeetechBus
-from so101_driver.calibration import default_calibration_path, load_calibration
+from so101_driver.calibration import load_calibration, resolve_calibration_path
 from so101_driver.driver_core import DriverConfig, DriverCore, JointSample
 from so101_driver.errors import CommandRejected, DriverError
 
@@ -39,8 +36,7 @@ class _RosLogHandler(logging.Handler):
         super().__init__(logging.DEBUG)
         self._logger = node.get_logger()
 
-    def emit(self, record: logging.LogRecord) -> None:
-        # one call site per severity: rclpy refuses a call site that changes severity
+    def emit(self, record: logging.LogRecord) -> None:  # one call site per severity: rclpy requires it
         text, level = self.format(record), record.levelno
         if level >= logging.ERROR:
             self._logger.error(text)
@@ -60,9 +56,11 @@ class ArmNode(Node):
 
     def __init__(self, name: str, write_goals: bool, **kwargs: object) -> None:
         super().__init__(name, **kwargs)
+        # the core's and the bus's messages go to this node's ROS logger (one Python logger per node)
+        self._pylog = logging.getLogger(f"so101_driver.node.{self.get_name()}")
+        self._pylog.setLevel(logging.DEBUG)
         self._log_handler = _RosLogHandler(self)
-        logging.getLogger("so101_driver").addHandler(self._log_handler)
-        logging.getLogger("so101_driver").setLevel(logging.DEBUG)
+        self._pylog.addHandler(self._log_handler)
         p = self._declare(
             port="/dev/ttyACM0", baudrate=1_000_000, calibration_file="", robot_id=f"so101_{self.role}",
             rate_hz=100.0, diagnostics_rate_hz=1.0, joint_names=list(JOINT_NAMES), timeout_ms=20.0, retries=1,
@@ -72,19 +70,18 @@ class ArmNode(Node):
         names = list(p["joint_names"])
         if sorted(names) != sorted(JOINT_NAMES):
             raise DriverError(f"joint_names must be the SO-101 joints {list(JOINT_NAMES)} (any order), got {names}")
-        path = p["calibration_file"] or str(default_calibration_path(p["robot_id"], self.role))
-        if not p["calibration_file"] and not Path(path).is_file():
-            raise DriverError(f"no LeRobot calibration for robot_id {p['robot_id']!r} at {path}: set robot_id to "
-                              f"your arm's LeRobot id, calibration_file to its JSON, or run 'so101 calibrate "
-                              f"--port {p['port']} --robot-id {p['robot_id']} --role {self.role}'")
+        path = resolve_calibration_path(p["calibration_file"], p["robot_id"], self.role, p["port"])
         calibration = load_calibration(path)
         self.get_logger().info(f"calibration {path}; bus {p['port']} at {p['baudrate']} baud")
-        bus = FeetechBus(p["port"], p["baudrate"], timeout_ms=p["timeout_ms"], retries=p["retries"])
-        self.core = DriverCore(bus, calibration, names, self._core_config(write_goals))
+        bus = FeetechBus(p["port"], p["baudrate"], timeout_ms=p["timeout_ms"], retries=p["retries"], log=self._pylog)
+        self.core = DriverCore(bus, calibration, names, self._core_config(write_goals), log=self._pylog)
         self.state_pub = self.create_publisher(JointState, self.state_topic, 10)
         self.diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
-        self._started = False
-        self.start_core()
+        try:
+            self.start_core()
+        except BaseException:
+            self.core.stop()  # a failed start still releases the port
+            raise
         self._started = True
         self.create_timer(1.0 / p["rate_hz"], self._tick)
         self.create_timer(1.0 / p["diagnostics_rate_hz"], self._publish_diagnostics)
@@ -123,17 +120,20 @@ class ArmNode(Node):
 
     def close(self) -> None:
         """Release the port and stop forwarding logs (idempotent)."""
-        if getattr(self, "core", None) is not None and self._started:
+        if getattr(self, "_started", False):
+            self._started = False
             self.core.stop()
-        logging.getLogger("so101_driver").removeHandler(self._log_handler)
+        self._pylog.removeHandler(self._log_handler)
+
+    def destroy_node(self) -> None:
+        self.close()  # composed graphs destroy nodes without calling close(): release the port here too
+        super().destroy_node()
 
 
 class DriverNode(ArmNode):
     """The follower: also takes ``joint_command`` and offers ``~/enable_torque`` / ``~/disable_torque``."""
 
     def __init__(self, **kwargs: object) -> None:
-        self._torque_on_start = False
-        self._configure = False
         super().__init__("so101_driver", write_goals=True, **kwargs)
         self.create_subscription(JointState, "joint_command", self._on_command, 10)
         self.create_service(Trigger, "~/enable_torque", lambda req, res: self._torque(True, res))
@@ -159,14 +159,14 @@ class DriverNode(ArmNode):
                                       throttle_duration_sec=1.0)
 
     def _torque(self, enabled: bool, response: Trigger.Response) -> Trigger.Response:
+        state = "on" if enabled else "off"
         try:
             self.core.set_torque(enabled)
+            response.success, response.message = True, f"torque {state}"
+            self.get_logger().info(response.message)
         except DriverError as err:
-            response.success, response.message = False, f"torque {'on' if enabled else 'off'} failed: {err}"
+            response.success, response.message = False, f"torque {state} failed: {err}"
             self.get_logger().error(response.message)
-            return response
-        response.success, response.message = True, f"torque {'on' if enabled else 'off'}"
-        self.get_logger().info(response.message)
         return response
 
 
@@ -184,7 +184,6 @@ def run_node(factory: type[ArmNode], args: Sequence[str] | None = None) -> int:
         return 1
     finally:
         if node is not None:
-            node.close()
             node.destroy_node()
         rclpy.try_shutdown()
     return 0

@@ -25,6 +25,7 @@ from so101_driver.calibration import (
     rad_velocity_to_raw,
     raw_to_rad,
     raw_velocity_to_rad,
+    resolve_calibration_path,
     save_calibration,
 )
 from so101_driver.errors import CalibrationError
@@ -224,3 +225,13 @@ def test_default_path_rejects_bad_role_and_id():
         default_calibration_path("x", role="boss")
     with pytest.raises(CalibrationError, match="invalid robot id"):
         default_calibration_path("../etc")
+
+
+def test_resolve_calibration_path(monkeypatch, tmp_path):
+    monkeypatch.setenv("HF_LEROBOT_CALIBRATION", str(tmp_path))
+    assert resolve_calibration_path(str(FIXTURE), "ignored") == FIXTURE
+    with pytest.raises(CalibrationError, match=r"no LeRobot calibration for robot_id 'arm' at .*so_leader/arm.json"
+                                               r".*so101 calibrate --port /dev/ttyX --robot-id arm --role leader"):
+        resolve_calibration_path("", "arm", "leader", "/dev/ttyX")
+    path = save_calibration(tmp_path / "robots" / "so_follower" / "arm.json", load_calibration(FIXTURE))
+    assert resolve_calibration_path("", "arm") == path

@@ -10,7 +10,7 @@ import numpy as np
 from so101_description.trajectory import JointTrajectory
 from so101_testing.bench import BenchResult
 
-from .align import AlignConfig, align_episode, resample
+from .align import resample
 from .metrics import compare
 
 __all__ = ["benchmarks"]
@@ -19,15 +19,11 @@ _SECONDS = 60.0  # one minute of 50 Hz real data against 200 Hz sim data, like a
 
 
 def benchmarks() -> Iterator[BenchResult]:
-    real_cmd, real_state, sim_cmd, sim_state = _streams()
+    real_state, sim_state = _streams()
     grid = real_state.time[0] + np.arange(0, _SECONDS - 1, 0.02)
 
-    build = _best_time(lambda: align_episode("bench", real_state, sim_state, real_cmd, sim_cmd, AlignConfig()))
     vectorised = _best_time(lambda: resample(sim_state, grid))
     loop = _best_time(lambda: _loop_resample(sim_state, grid), repeats=1)
-    # whole pairing (clean + clock fit + resampling) against just resampling the sim side in a loop
-    yield BenchResult("sim2real.pair_episode_60s", build * 1e3, "ms", loop * 1e3,
-                      "per-sample Python loop resampling of the sim side alone", better="lower")
     yield BenchResult("sim2real.resample_60s", vectorised * 1e3, "ms", loop * 1e3,
                       "per-sample Python loop resampling onto the same grid", better="lower")
 
@@ -38,7 +34,7 @@ def benchmarks() -> Iterator[BenchResult]:
                       "per-joint Python loops (rmse, mae, corr, lag only)", better="lower")
 
 
-def _streams() -> tuple[JointTrajectory, JointTrajectory, JointTrajectory, JointTrajectory]:
+def _streams() -> tuple[JointTrajectory, JointTrajectory]:
     rng = np.random.default_rng(0)
     knots = rng.normal(scale=0.3, size=(int(_SECONDS) * 2 + 2, 6))
 
@@ -47,11 +43,9 @@ def _streams() -> tuple[JointTrajectory, JointTrajectory, JointTrajectory, Joint
 
     t_real = np.arange(0, _SECONDS, 0.02)
     t_sim = np.arange(0, _SECONDS, 0.005)
-    real_cmd = JointTrajectory(1000 + t_real, motion(t_real))
     real_state = JointTrajectory(1000 + t_real, motion(t_real - 0.1))
-    sim_cmd = JointTrajectory(t_sim, motion(t_sim))
     sim_state = JointTrajectory(t_sim, motion(t_sim - 0.02), np.zeros((len(t_sim), 6)), np.zeros((len(t_sim), 6)))
-    return real_cmd, real_state, sim_cmd, sim_state
+    return real_state, sim_state
 
 
 def _best_time(work: Callable[[], object], repeats: int = 3) -> float:

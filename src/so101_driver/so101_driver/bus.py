@@ -456,6 +456,9 @@ class FeetechBus:
         ids = list(ids)
         results: list[ScanResult] = []
         for baud in rates:
+            if self._require_port().getCFlagBaud(baud) <= 0:  # e.g. 76800 (STS index 5): pyserial via the SDK refuses it
+                self.log.debug("scan: %d baud is not supported by the SDK's port handler; skipped", baud)
+                continue
             self.set_baudrate(baud)
             found: dict[int, int] = {}
             corrupt = 0

@@ -194,6 +194,14 @@ def test_scan_per_id_and_over_baud_rates(link, servos):
         assert bus.baudrate == 1_000_000  # left at the first rate with servos
 
 
+def test_scan_over_every_sts_baud_rate(link, servos):
+    servos[2].set(Register.Baud_Rate, 7)  # 38400 in Feetech's table
+    with FeetechBus(link.device_path, timeout_ms=TIMEOUT_MS) as bus:
+        results = bus.scan()  # all of BAUD_RATES, including one the SDK cannot set (76800): skipped
+    assert {(r.servo_id, r.baudrate) for r in results} == {(1, 1_000_000), (3, 1_000_000), (4, 1_000_000),
+                                                           (5, 1_000_000), (6, 1_000_000), (2, 38_400)}
+
+
 def test_scan_falls_back_to_per_id_pings_when_broadcast_answers_collide(bus, faults):
     faults.corrupt_next(1)  # one garbled broadcast answer
     results = bus.scan(ids=IDS, baudrates=[1_000_000])

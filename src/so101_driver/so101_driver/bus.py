@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import select
 import struct
 import threading
@@ -556,17 +557,19 @@ def _discard_input(port: Any) -> None:
 def _read_available(port: Any, wait_s: float) -> bytes:
     """What the port holds now, waiting up to ``wait_s`` for the first byte without spinning."""
     ser = port.ser
-    waiting = ser.in_waiting
-    if not waiting:
-        try:
-            ready, _, _ = select.select([ser.fileno()], [], [], max(0.0, wait_s))
-        except (AttributeError, OSError, ValueError):  # no fileno (Windows): short sleep instead
-            time.sleep(min(wait_s, 0.0005))
-            ready = [True]
-        if not ready:
-            return b""
-        waiting = ser.in_waiting
-    return bytes(ser.read(waiting)) if waiting else b""
+    try:
+        fd = ser.fileno()
+    except (AttributeError, ValueError, OSError):  # no file descriptor (Windows): poll pyserial
+        if not ser.in_waiting:
+            time.sleep(min(max(0.0, wait_s), 0.0005))
+        return bytes(ser.read(ser.in_waiting))
+    ready, _, _ = select.select([fd], [], [], max(0.0, wait_s))
+    if not ready:
+        return b""
+    try:  # pyserial opens the port non-blocking: take everything there is in one system call
+        return os.read(fd, 4096)
+    except BlockingIOError:
+        return b""
 
 
 def _corrupt_count(parser: protocol.PacketParser) -> int:

@@ -36,7 +36,8 @@ class NodeSpec:
 
     @property
     def key(self) -> str:
-        return self.factory.rsplit(":", 1)[1]
+        """The node's key in ``ComposedGraph.nodes``: its renamed node name, else its class name."""
+        return self.remaps.get("__node", self.factory.rsplit(":", 1)[1])
 
 
 @dataclass(frozen=True)

@@ -99,6 +99,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sim-command-topic", default="/isaac_joint_command", help="sim command topic in a bag")
     parser.add_argument("--max-offset", type=float, default=None, help="bound on the clock offset searched, s")
     parser.add_argument("--no-drift", action="store_true", help="fit a clock offset only, no drift")
+    parser.add_argument("--report", type=Path, default=None,
+                        help="also write the gap report (HTML + PNG) here, as 'so101 analyze DATASET --report' does")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -120,6 +122,15 @@ def run(args: argparse.Namespace) -> int:
         clock = episode.metadata["clock"]
         print(f"  {episode.name}: {len(episode)} samples, clock offset {clock['offset']:.6f} s, "
               f"drift {clock['drift'] * 1e6:.1f} ppm ({clock['method']}, score {clock['score']:.3f})")
+    if args.report is not None:
+        from .report import ReportError, summarize, write_report
+
+        try:
+            page = write_report(dataset, summarize(dataset, source=str(args.out)), args.report)
+        except ReportError as err:
+            print(f"so101 pair: error: {err}")
+            return 1
+        print(f"report: {page}")
     return 0
 
 

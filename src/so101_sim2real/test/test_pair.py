@@ -77,3 +77,17 @@ def test_pair_single_motion_and_errors(tmp_path: Path, capsys: pytest.CaptureFix
     (sim_root / "prbs_excitation").rename(tmp_path / "elsewhere")
     assert pair_cli.run(pair_args(REAL_ROOT, sim_root, tmp_path / "x")) == 1
     assert "no sim run for motion 'prbs_excitation'" in capsys.readouterr().out
+
+
+def test_one_command_from_a_sage_real_folder_to_a_mujoco_paired_dataset_and_report(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert pair_cli.run(pair_args(REAL_ROOT / "single_joint_elbow", "mujoco", tmp_path / "ds",
+                                  "--report", str(tmp_path / "report"))) == 0
+    assert "report:" in capsys.readouterr().out
+    episode = PairedDataset.load(tmp_path / "ds").episodes[0]
+    assert episode.metadata["sim"]["format"] == "mujoco"
+    # the MuJoCo replay starts from the real initial state and follows the same commands
+    np.testing.assert_allclose(episode.sim_position[0], episode.real_position[0], atol=0.05)
+    assert np.nanmax(np.abs(episode.sim_position - episode.real_position)) < 0.5
+    page = (tmp_path / "report" / "report.html").read_text()
+    assert "elbow_flex" in page and "data:image/png;base64," in page

@@ -16,12 +16,12 @@ PIP=("$VENV/bin/python" -m pip --disable-pip-version-check)
 C=(-c requirements/constraints.txt)
 
 echo "== torch (local wheels) and LeRobot"
-"${PIP[@]}" install -q "${C[@]}" torch torchvision
-"${PIP[@]}" install -q --no-deps "${C[@]}" lerobot
+"${PIP[@]}" install -qq "${C[@]}" torch torchvision
+"${PIP[@]}" install -qq --no-deps "${C[@]}" lerobot
 echo "== LeRobot dependencies and workspace requirements"
-"${PIP[@]}" install -q "${C[@]}" -r requirements/lerobot.txt -r requirements/workspace.txt
+"${PIP[@]}" install -qq "${C[@]}" -r requirements/lerobot.txt -r requirements/workspace.txt
 echo "== workspace packages (editable)"
 pkgs=()
 for setup in src/*/setup.py; do pkgs+=(-e "$(dirname "$setup")"); done
-"${PIP[@]}" install -q --no-deps --no-build-isolation "${pkgs[@]}"
+"${PIP[@]}" install -qq --no-deps --no-build-isolation "${pkgs[@]}"
 echo "== environment ready: $VENV"

@@ -9,17 +9,21 @@ import os
 from launch import LaunchDescription
 from launch.actions import DeclareLaunchArgument, ExecuteProcess
 from launch.conditions import IfCondition, LaunchConfigurationEquals
-from launch.substitutions import Command, LaunchConfiguration, PathJoinSubstitution
+from launch.substitutions import Command, LaunchConfiguration, PathJoinSubstitution, PythonExpression
 from launch_ros.actions import Node
 from launch_ros.parameter_descriptions import ParameterValue
 from launch_ros.substitutions import FindPackageShare
 
 CONFIG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "config")
 VIRTUAL_LINK = "/tmp/so101_follower"
+VIRTUAL_CALIBRATION = os.path.join(CONFIG, "calibration", "virtual_follower.json")
 
 
 def generate_launch_description() -> LaunchDescription:
     port = LaunchConfiguration("port")
+    # The virtual arm ships its own calibration; a real arm uses robot_id's LeRobot file (or calibration_file).
+    calibration = PythonExpression(["'", VIRTUAL_CALIBRATION, "' if '", LaunchConfiguration("hardware"),
+                                    "' == 'virtual' else '", LaunchConfiguration("calibration_file"), "'"])
     urdf = PathJoinSubstitution([FindPackageShare("so101_description"), "urdf", "so101.urdf"])
     rviz_config = PathJoinSubstitution([FindPackageShare("so101_description"), "rviz", "so101.rviz"])
     return LaunchDescription([
@@ -40,7 +44,7 @@ def generate_launch_description() -> LaunchDescription:
             parameters=[
                 os.path.join(CONFIG, "driver.yaml"),
                 {"port": port, "robot_id": LaunchConfiguration("robot_id"),
-                 "calibration_file": LaunchConfiguration("calibration_file"),
+                 "calibration_file": calibration,
                  "use_sim_time": LaunchConfiguration("use_sim_time")},
             ],
         ),

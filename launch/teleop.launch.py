@@ -9,16 +9,19 @@ import os
 from launch import LaunchDescription
 from launch.actions import DeclareLaunchArgument, ExecuteProcess, IncludeLaunchDescription
 from launch.conditions import IfCondition, LaunchConfigurationEquals
-from launch.substitutions import LaunchConfiguration
+from launch.substitutions import LaunchConfiguration, PythonExpression
 from launch_ros.actions import Node
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CONFIG = os.path.join(HERE, "..", "config")
 VIRTUAL_LEADER_LINK = "/tmp/so101_leader"
+VIRTUAL_LEADER_CALIBRATION = os.path.join(CONFIG, "calibration", "virtual_leader.json")
 
 
 def generate_launch_description() -> LaunchDescription:
     leader_port = LaunchConfiguration("leader_port")
+    leader_calibration = PythonExpression(["'", VIRTUAL_LEADER_CALIBRATION, "' if '", LaunchConfiguration("hardware"),
+                                           "' == 'virtual' else ''"])
     return LaunchDescription([
         DeclareLaunchArgument("hardware", default_value="virtual", choices=["real", "virtual"]),
         DeclareLaunchArgument("leader_port", default_value=VIRTUAL_LEADER_LINK),
@@ -34,7 +37,8 @@ def generate_launch_description() -> LaunchDescription:
         ),
         Node(package="so101_driver", executable="leader", name="so101_leader", output="screen",
              parameters=[os.path.join(CONFIG, "leader.yaml"),
-                         {"port": leader_port, "robot_id": LaunchConfiguration("leader_id")}]),
+                         {"port": leader_port, "robot_id": LaunchConfiguration("leader_id"),
+                          "calibration_file": leader_calibration}]),
         Node(package="so101_safety", executable="safety_filter", name="safety_filter", output="screen",
              parameters=[os.path.join(CONFIG, "safety.yaml")],
              remappings=[("input", "/leader/joint_states"), ("output", "/joint_command")]),

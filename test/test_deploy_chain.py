@@ -201,6 +201,7 @@ def within_limits(positions: list[float], slack: float = 0.0) -> bool:
 def test_arm_follows_policy_through_compensator_and_safety(chain: PolicyProbe) -> None:
     follow(chain, SAFE_POSE)
     follow(chain, OTHER_POSE)
+    settle(chain)  # the safety output may still be ramping (velocity bound) when the arm is first near
     last = chain.commands_since(chain.command_count() - 1)[0]
     deltas = [abs(c - p) for c, p in zip(last, OTHER_POSE, strict=True)]
     bounds = load_model(str(MODEL)).metadata.delta_bounds

@@ -10,13 +10,12 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-import rclpy
-from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from sensor_msgs.msg import JointState
 from std_srvs.srv import Trigger
 
-from so101_bringup.motions import load_motion, sample
+from so101_bringup.motions import MotionError, load_motion, sample
+from so101_description.node_runner import run_node
 
 __all__ = ["MotionPlayerNode", "main"]
 
@@ -76,18 +75,8 @@ class MotionPlayerNode(Node):
 
 
 def main(args: Sequence[str] | None = None) -> int:
-    rclpy.init(args=args)
-    node = None
-    try:
-        node = MotionPlayerNode()
-        rclpy.spin(node)
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        if node is not None:
-            node.destroy_node()
-        rclpy.try_shutdown()
-    return 0
+    return run_node(MotionPlayerNode, args, "motion_player", fatal=(MotionError, ValueError))
+
 
 
 if __name__ == "__main__":

@@ -13,14 +13,13 @@ import logging
 import sys
 from collections.abc import Sequence
 
-import rclpy
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
-from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from sensor_msgs.msg import JointState
 from std_srvs.srv import Trigger
 
 from so101_description.joints import JOINT_NAMES
+from so101_description.node_runner import run_node
 from so101_driver.bus import FeetechBus
 from so101_driver.calibration import load_calibration, resolve_calibration_path
 from so101_driver.driver_core import DriverConfig, DriverCore, JointSample
@@ -170,27 +169,9 @@ class DriverNode(ArmNode):
         return response
 
 
-def run_node(factory: type[ArmNode], args: Sequence[str] | None = None) -> int:
-    """Init rclpy, spin ``factory()`` until Ctrl-C/SIGTERM, release the port; exit code."""
-    rclpy.init(args=list(args) if args is not None else None)
-    node: ArmNode | None = None
-    try:
-        node = factory()
-        rclpy.spin(node)
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    except DriverError as err:
-        print(f"so101_driver: {err}", file=sys.stderr)
-        return 1
-    finally:
-        if node is not None:
-            node.destroy_node()
-        rclpy.try_shutdown()
-    return 0
-
 
 def main(args: Sequence[str] | None = None) -> int:
-    return run_node(DriverNode, args)
+    return run_node(DriverNode, args, "so101_driver", fatal=(DriverError,))
 
 
 if __name__ == "__main__":

@@ -12,7 +12,9 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-from so101_driver.driver_node import ArmNode, run_node
+from so101_description.node_runner import run_node
+from so101_driver.driver_node import ArmNode
+from so101_driver.errors import DriverError
 
 __all__ = ["LeaderNode", "main"]
 
@@ -31,7 +33,7 @@ class LeaderNode(ArmNode):
 
 
 def main(args: Sequence[str] | None = None) -> int:
-    return run_node(LeaderNode, args)
+    return run_node(LeaderNode, args, "so101_leader", fatal=(DriverError,))
 
 
 if __name__ == "__main__":

@@ -10,13 +10,12 @@ model's), ``diagnostics_period`` (s).
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
-import rclpy
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rcl_interfaces.msg import SetParametersResult
 from rclpy.exceptions import ParameterUninitializedException
-from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.qos import QoSProfile, qos_profile_sensor_data
@@ -24,6 +23,7 @@ from sensor_msgs.msg import JointState
 from std_srvs.srv import SetBool
 
 from so101_description.joints import JOINT_NAMES, JointSpecError, reorder
+from so101_description.node_runner import run_node
 from so101_gaponet.compensator import Compensator, CompensatorConfig, CompensatorError
 from so101_gaponet.metadata import ModelFileError
 from so101_gaponet.model_file import load_model
@@ -119,23 +119,10 @@ class CompensatorNode(Node):
         self._diag.publish(array)
 
 
-def main(args: list[str] | None = None) -> None:
-    rclpy.init(args=args)
-    node = None
-    try:
-        node = CompensatorNode()
-        rclpy.spin(node)
-    except (ModelFileError, CompensatorError) as err:
-        rclpy.logging.get_logger("gaponet_compensator").fatal(str(err))
-        raise SystemExit(1) from err
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        if node is not None:
-            node.destroy_node()
-        if rclpy.ok():
-            rclpy.shutdown()
+def main(args: list[str] | None = None) -> int:
+    return run_node(CompensatorNode, args, "gaponet_compensator", fatal=(ModelFileError, CompensatorError))
+
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

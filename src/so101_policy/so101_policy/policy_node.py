@@ -33,8 +33,6 @@ import sys
 from collections.abc import Sequence
 
 import numpy as np
-import rclpy
-import rclpy.executors
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.node import Node
@@ -44,6 +42,7 @@ from sensor_msgs.msg import Image, JointState
 from std_srvs.srv import Trigger
 
 from so101_description.joints import JOINT_NAMES, JointSpecError, reorder
+from so101_description.node_runner import run_node
 from so101_policy.loaders import IMAGE_PREFIX, PolicyError, load_policy
 from so101_policy.runner import AsyncPolicyRunner, PolicyRunner
 
@@ -255,25 +254,8 @@ class PolicyNode(Node):
 
 
 def main(args: Sequence[str] | None = None) -> int:
-    rclpy.init(args=args)
-    node = None
-    code = 0
-    try:
-        try:
-            node = PolicyNode()
-        except Exception as err:  # load/validation errors: one clear line, no traceback for the known ones
-            kind = "" if isinstance(err, (PolicyError, JointSpecError, ValueError)) else f"{type(err).__name__}: "
-            print(f"policy_node: error: {kind}{err}", file=sys.stderr, flush=True)
-            return 1
-        rclpy.spin(node)
-    except (KeyboardInterrupt, rclpy.executors.ExternalShutdownException):
-        pass
-    finally:
-        if node is not None:
-            node.destroy_node()
-        if rclpy.ok():
-            rclpy.try_shutdown()
-    return code
+    return run_node(PolicyNode, args, "policy_node", fatal=(PolicyError, JointSpecError, ValueError))
+
 
 
 if __name__ == "__main__":

@@ -11,16 +11,15 @@ import importlib
 import sys
 import threading
 
-import rclpy
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rcl_interfaces.msg import SetParametersResult
-from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from std_msgs.msg import Empty
 from std_srvs.srv import Trigger
 
+from so101_description.node_runner import run_node
 from so101_recorder.errors import RecorderError
 from so101_recorder.recorder import Recorder, RecorderConfig
 
@@ -176,18 +175,8 @@ class RecorderNode(Node):
 
 
 def main(args: list[str] | None = None) -> int:
-    rclpy.init(args=args)
-    node = None
-    try:
-        node = RecorderNode()
-        rclpy.spin(node)
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        if node is not None:
-            node.destroy_node()
-        rclpy.try_shutdown()
-    return 0
+    return run_node(RecorderNode, args, "recorder", fatal=(RecorderError,))
+
 
 
 if __name__ == "__main__":

@@ -14,8 +14,6 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-import rclpy
-import rclpy.executors
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rcl_interfaces.msg import ParameterDescriptor, SetParametersResult
 from rclpy.node import Node
@@ -25,6 +23,7 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Bool
 from std_srvs.srv import Trigger
 
+from so101_description.node_runner import run_node
 from so101_safety.config import JointOverride, NodeOptions, SafetyConfig, split_parameters
 from so101_safety.core import SafetyFilter, Verdict
 from so101_safety.diagnostics import parse_gripper_load, status_report
@@ -152,23 +151,8 @@ class SafetyNode(Node):
 
 
 def main(args: Sequence[str] | None = None) -> int:
-    rclpy.init(args=args)
-    node = None
-    try:
-        try:
-            node = SafetyNode()
-        except SafetyConfigError as err:
-            print(f"safety_filter: error: {err}", file=sys.stderr, flush=True)
-            return 1
-        rclpy.spin(node)
-    except (KeyboardInterrupt, rclpy.executors.ExternalShutdownException):
-        pass
-    finally:
-        if node is not None:
-            node.destroy_node()
-        if rclpy.ok():
-            rclpy.try_shutdown()
-    return 0
+    return run_node(SafetyNode, args, "safety_filter", fatal=(SafetyConfigError,))
+
 
 
 if __name__ == "__main__":

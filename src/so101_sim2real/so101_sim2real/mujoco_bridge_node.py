@@ -12,18 +12,19 @@ joint; empty = the official servo figures), ``start_position`` (rad, empty = zer
 
 from __future__ import annotations
 
+import sys
 import time
 from typing import Any
 
 import rclpy
 from rclpy.clock import Clock, ClockType
-from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from rclpy.qos import QoSProfile
 from rosgraph_msgs.msg import Clock as ClockMsg
 from sensor_msgs.msg import JointState
 
 from so101_description.joints import JOINT_NAMES
+from so101_description.node_runner import run_node
 from so101_sim2real.mujoco_backend import (
     DEFAULT_FORCE_LIMIT,
     DEFAULT_KD,
@@ -98,23 +99,10 @@ class MujocoBridgeNode(Node):
         self._states.publish(state)
 
 
-def main(args: list[str] | None = None) -> None:
-    rclpy.init(args=args)
-    node = None
-    try:
-        node = MujocoBridgeNode()
-        rclpy.spin(node)
-    except MujocoSimError as err:
-        rclpy.logging.get_logger("mujoco_bridge").fatal(str(err))
-        raise SystemExit(1) from err
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        if node is not None:
-            node.destroy_node()
-        if rclpy.ok():
-            rclpy.shutdown()
+def main(args: list[str] | None = None) -> int:
+    return run_node(MujocoBridgeNode, args, "mujoco_bridge", fatal=(MujocoSimError,))
+
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -12,19 +12,20 @@ Other parameters: ``joint_names`` (names the simulator uses, in the joint spec's
 
 from __future__ import annotations
 
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import rclpy
-from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from rclpy.qos import QoSProfile
 from rosgraph_msgs.msg import Clock as ClockMsg
 from sensor_msgs.msg import JointState
 
 from so101_description.joints import JOINT_NAMES
+from so101_description.node_runner import run_node
 from so101_description.trajectory import JointTrajectory
 from so101_recorder.bag_reader import read_joint_states
 from so101_recorder.errors import RecorderError
@@ -162,25 +163,15 @@ def replay_over_ros(source: ReplaySource, command_topic: str = SIM_COMMAND_TOPIC
             raise ReplayError(f"cannot read the recorded sim bag: {err}") from err
 
 
-def main(args: list[str] | None = None) -> None:
-    rclpy.init(args=args)
-    node = None
-    try:
-        node = ReplayNode()
-        _spin_until_done(node)
-    except ReplayError as err:
-        rclpy.logging.get_logger("replay").fatal(str(err))
-        raise SystemExit(1) from err
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        if node is not None:
-            if not node.done and node.replay.writer.is_open:
-                node.replay.writer.abort("replay interrupted")
-            node.destroy_node()
-        if rclpy.ok():
-            rclpy.shutdown()
+def _abort_unfinished(node: ReplayNode) -> None:
+    if not node.done and node.replay.writer.is_open:
+        node.replay.writer.abort("replay interrupted")
+
+
+def main(args: list[str] | None = None) -> int:
+    return run_node(ReplayNode, args, "replay", fatal=(ReplayError,), spin=_spin_until_done, on_exit=_abort_unfinished)
+
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -1,0 +1,45 @@
+"""The one ``main()`` body of every workspace node: init, spin, clean shutdown, exit code.
+
+Imported only by node modules (it imports rclpy when called), so the rest of this package stays
+ROS-free.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+__all__ = ["run_node"]
+
+
+def run_node(factory: Callable[[], Any], args: Sequence[str] | None, name: str,
+             fatal: tuple[type[BaseException], ...] = (), spin: Callable[[Any], None] | None = None,
+             on_exit: Callable[[Any], None] | None = None) -> int:
+    """Build the node with ``factory`` and spin it until Ctrl-C, SIGTERM or ``rclpy`` shutdown.
+
+    ``fatal`` errors (bad parameters, a model that does not fit, a port that does not open) are
+    printed once as ``<name>: error: ...`` and give exit code 1; anything else propagates with its
+    traceback. ``spin`` replaces ``rclpy.spin`` (e.g. spin until a job is done); ``on_exit`` runs
+    before the node is destroyed (e.g. close a file it was writing).
+    """
+    import rclpy
+    from rclpy.executors import ExternalShutdownException
+
+    rclpy.init(args=list(args) if args is not None else None)
+    node = None
+    try:
+        node = factory()
+        (spin or rclpy.spin)(node)
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    except fatal as err:
+        print(f"{name}: error: {err}", file=sys.stderr, flush=True)
+        return 1
+    finally:
+        if node is not None:
+            if on_exit is not None:
+                on_exit(node)
+            node.destroy_node()
+        rclpy.try_shutdown()
+    return 0

@@ -52,6 +52,7 @@ class GraphOptions:
     policy_path: str = ""
     motion: str = "sweep"
     autostart_motion: bool = True  # False: the motion waits for ~/start (or restart() in-process)
+    hold_start_pose: bool = False  # while waiting, command the motion's first pose
     record: bool = False
     bag_root: str = "bags"
     task: str = "demo"
@@ -92,7 +93,8 @@ def deploy_graph(opts: GraphOptions) -> list[NodeSpec]:
         source = NodeSpec("so101_policy.policy_node:PolicyNode", "policy.yaml", {"policy_path": opts.policy_path})
     elif opts.command_source == "motion":
         source = NodeSpec("so101_bringup.motion_player_node:MotionPlayerNode", None,
-                          {"motion": opts.motion, "autostart": opts.autostart_motion},
+                          {"motion": opts.motion, "autostart": opts.autostart_motion,
+                           "hold_start_pose": opts.hold_start_pose},
                           remaps={"output": "/policy/joint_command"})
     else:
         raise ValueError(f"command_source must be 'policy' or 'motion', got {opts.command_source!r}")

@@ -45,6 +45,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--single", action="store_true",
                         help="one episode only (shipped GapONet model) instead of baseline → train → compensated")
     parser.add_argument("--no-compensation", action="store_true", help="with --single: policy straight into safety")
+    parser.add_argument("--gaponet-model", type=Path, default=None,
+                        help="with --single: this compensator model instead of the shipped one")
     parser.add_argument("--epochs", type=int, default=30, help="GapONet training epochs in the loop (default 30)")
     parser.add_argument("--print-period", type=float, default=0.5, help="seconds between live joint-state lines")
     parser.add_argument("--no-analysis", action="store_true", help="stop after recording (no replay/pair/report)")
@@ -91,7 +93,9 @@ def _run_episode(label: str, opts: GraphOptions, duration: float, print_period: 
             player = graph.nodes["MotionPlayerNode"]
             monitor = _Monitor(player)
             recorder = graph.nodes["RecorderNode"]
-            time.sleep(1.0)  # discovery: let the recorder see every topic before the episode starts
+            # The arm first moves to the motion's start pose (the player holds it) and the recorder
+            # discovers every topic; the episode then starts at rest, as a policy rollout would.
+            time.sleep(4.0)
             ok, message = recorder.start_episode()
             if not ok:
                 raise RuntimeError(f"recorder did not start: {message}")
@@ -123,8 +127,10 @@ def _analyse(bag: Path, out: Path) -> dict:
     from so101_sim2real.pair_cli import load_runs, mujoco_replayer, pair_runs
     from so101_sim2real.report import summarize, write_report
 
-    dataset = pair_runs(load_runs(bag, "real", "/joint_states", "/joint_command"), mujoco_replayer(), AlignConfig(),
-                        progress=False)
+    # The sim replays what the policy asked for (not the compensated command the driver got): the gap
+    # is then "real arm vs what the sim would have done", the quantity compensation exists to close.
+    dataset = pair_runs(load_runs(bag, "real", "/joint_states", "/policy/joint_command"), mujoco_replayer(),
+                        AlignConfig(), progress=False)
     dataset.save(out / "dataset")
     summary = summarize(dataset, source=str(out / "dataset"))
     page = write_report(dataset, summary, out / "report")
@@ -144,7 +150,8 @@ def _train(dataset: Path, out: Path, epochs: int) -> Path:
 
 
 def _options(folder: Path, args: argparse.Namespace, compensation: bool, model: Path | None) -> GraphOptions:
-    opts = GraphOptions(port="", compensation=compensation, motion=args.motion, autostart_motion=False, record=True,
+    opts = GraphOptions(port="", compensation=compensation, motion=args.motion, autostart_motion=False,
+                        hold_start_pose=True, record=True,
                         bag_root=str(folder / "bags"), task=f"demo-{args.motion}", gap_profile=args.profile)
     return replace(opts, gaponet_model=str(model)) if model is not None else opts
 
@@ -155,7 +162,7 @@ def run(args: argparse.Namespace) -> int:
     duration = load_motion(args.motion).duration
     if args.single or args.no_analysis:
         label = "uncompensated" if args.no_compensation else "compensated"
-        bag = _run_episode(label, _options(out / label, args, not args.no_compensation, None), duration,
+        bag = _run_episode(label, _options(out / label, args, not args.no_compensation, args.gaponet_model), duration,
                            args.print_period)
         if not args.no_analysis:
             _analyse(bag, out / label)

@@ -2,7 +2,8 @@
 
 Publishes ``output`` (default remap ``/policy/joint_command``; sensor_msgs/JointState, rad, stamped)
 at ``rate_hz``. Parameters: ``motion`` (built-in name or SAGE motion file), ``rate_hz``, ``loop``,
-``start_delay`` (s). Services ``~/start`` / ``~/stop`` (std_srvs/Trigger); ``autostart``.
+``start_delay`` (s). Services ``~/start`` / ``~/stop`` (std_srvs/Trigger); ``autostart``;
+``hold_start_pose`` (while stopped, command the motion's first pose).
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ class MotionPlayerNode(Node):
         self.loop = bool(self.declare_parameter("loop", False).value)
         self.start_delay = float(self.declare_parameter("start_delay", 0.0).value)
         self.playing = bool(self.declare_parameter("autostart", True).value)
+        # While not playing, command the motion's first pose, so the arm waits there to start.
+        self.hold_start_pose = bool(self.declare_parameter("hold_start_pose", False).value)
         self.finished = False
         self._start_ns = self.get_clock().now().nanoseconds
         self.pub = self.create_publisher(JointState, "output", 10)
@@ -43,6 +46,8 @@ class MotionPlayerNode(Node):
 
     def _on_tick(self) -> None:
         if not self.playing:
+            if self.hold_start_pose:
+                self._publish(0.0)
             return
         t = self.elapsed()
         if t < 0:
@@ -52,6 +57,9 @@ class MotionPlayerNode(Node):
                 self.finished = True
                 return
             t %= self.motion.duration
+        self._publish(t)
+
+    def _publish(self, t: float) -> None:
         msg = JointState()
         msg.header.stamp = self.get_clock().now().to_msg()
         msg.name = list(self.motion.names)

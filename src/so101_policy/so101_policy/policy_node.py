@@ -43,51 +43,13 @@ from std_srvs.srv import Trigger
 
 from so101_description.joints import JOINT_NAMES, JointSpecError, reorder
 from so101_description.node_runner import run_node
-from so101_policy.loaders import IMAGE_PREFIX, PolicyError, load_policy
+from so101_policy.images import image_msg_to_array, parse_image_topics
+from so101_policy.loaders import PolicyError, load_policy
 from so101_policy.runner import AsyncPolicyRunner, PolicyRunner
 
-__all__ = ["PolicyNode", "parse_image_topics", "image_msg_to_array", "main"]
+__all__ = ["PolicyNode", "main"]
 
 DEFAULT_RATE_HZ = 30.0
-
-
-def parse_image_topics(entries: Sequence[str] | None) -> dict[str, str]:
-    """``["front=/cam/front/image_raw", ...]`` → ``{"observation.images.front": "/cam/front/image_raw"}``."""
-    mapping: dict[str, str] = {}
-    for entry in entries or ():
-        entry = entry.strip()
-        if not entry:
-            continue
-        key, sep, topic = entry.partition("=")
-        key, topic = key.strip(), topic.strip()
-        if not sep or not key or not topic:
-            raise ValueError(f"image_topics entry {entry!r} is not 'observation.images.<cam>=<topic>'")
-        if not key.startswith(IMAGE_PREFIX):
-            key = IMAGE_PREFIX + key
-        if key in mapping:
-            raise ValueError(f"image_topics names {key!r} twice")
-        mapping[key] = topic
-    return mapping
-
-
-_CHANNELS = {"rgb8": 3, "bgr8": 3, "rgba8": 4, "bgra8": 4, "mono8": 1, "8UC1": 1, "8UC3": 3}
-
-
-def image_msg_to_array(msg: Image) -> np.ndarray:
-    """sensor_msgs/Image (rgb8, bgr8, rgba8, bgra8, mono8) → HxWx3 (or HxWx1) uint8, RGB."""
-    channels = _CHANNELS.get(msg.encoding)
-    if channels is None:
-        raise ValueError(f"image encoding {msg.encoding!r} not supported; use one of {sorted(_CHANNELS)}")
-    row = msg.width * channels
-    buf = np.frombuffer(bytes(msg.data), dtype=np.uint8)
-    if msg.step < row or buf.size < msg.step * msg.height:
-        raise ValueError(f"image data too short: {buf.size} bytes for {msg.height}x{msg.step}")
-    img = buf[: msg.step * msg.height].reshape(msg.height, msg.step)[:, :row].reshape(msg.height, msg.width, channels)
-    if msg.encoding in ("bgr8", "bgra8"):
-        img = img[:, :, 2::-1]
-    elif channels == 4:
-        img = img[:, :, :3]
-    return np.ascontiguousarray(img)
 
 
 class PolicyNode(Node):

@@ -390,7 +390,7 @@ def wait(predicate, timeout: float = 5.0) -> bool:
 def test_parse_image_topics_and_image_messages():
     from sensor_msgs.msg import Image
 
-    from so101_policy.policy_node import image_msg_to_array, parse_image_topics
+    from so101_policy.images import image_msg_to_array, parse_image_topics
 
     assert parse_image_topics(["front=/cam/front", "observation.images.wrist = /cam/wrist", ""]) == {
         "observation.images.front": "/cam/front", "observation.images.wrist": "/cam/wrist"}

@@ -59,11 +59,12 @@ def run(args: argparse.Namespace) -> int:
 
 def _print_table(summary: dict, source: Path) -> None:
     print(f"{source}: {len(summary['episodes'])} episode(s), position gap (sim − real), mean over episodes")
-    print(f"{'joint':<15}{'rmse rad':>10}{'mae rad':>10}{'large gap':>11}{'corr':>8}{'lag s':>8}")
+    print(f"{'joint':<15}{'rmse rad':>10}{'mae rad':>10}{'large gap':>11}{'corr':>8}{'lag s':>10}")
     overall = summary["overall"]["position"]
     for j in JOINT_NAMES:
         cells = [overall[m][j] for m in ("rmse", "mae", "large_gap_ratio", "corr", "max_lag")]
-        print(f"{j:<15}" + "".join(f"{_num(v):>{w}}" for v, w in zip(cells, (10, 10, 11, 8, 8), strict=True)))
+        print(f"{j:<15}" + "".join(f"{_num(v, spec):>{w}}" for v, w, spec in
+                                   zip(cells, (10, 10, 11, 8, 10), (".4f", ".4f", ".4f", ".4f", ".3f"), strict=True)))
 
 
 def _print_delta(comparison: dict, labels: list[str]) -> None:

@@ -51,6 +51,7 @@ class GraphOptions:
     command_source: str = "motion"  # deploy: "policy" (a trained policy) or "motion" (scripted motion)
     policy_path: str = ""
     motion: str = "sweep"
+    motion_duration: float = 0.0  # s, built-in motions only (0 = the motion's default)
     autostart_motion: bool = True  # False: the motion waits for ~/start (or restart() in-process)
     hold_start_pose: bool = False  # while waiting, command the motion's first pose
     record: bool = False
@@ -93,7 +94,7 @@ def deploy_graph(opts: GraphOptions) -> list[NodeSpec]:
         source = NodeSpec("so101_policy.policy_node:PolicyNode", "policy.yaml", {"policy_path": opts.policy_path})
     elif opts.command_source == "motion":
         source = NodeSpec("so101_bringup.motion_player_node:MotionPlayerNode", None,
-                          {"motion": opts.motion, "autostart": opts.autostart_motion,
+                          {"motion": opts.motion, "duration": opts.motion_duration, "autostart": opts.autostart_motion,
                            "hold_start_pose": opts.hold_start_pose},
                           remaps={"output": "/policy/joint_command"})
     else:

@@ -41,6 +41,7 @@ _SHORT = {"shoulder_pan": "pan", "shoulder_lift": "lift", "elbow_flex": "elbow",
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--profile", default="default", help="gap profile of the virtual arm (name or YAML file)")
     parser.add_argument("--motion", default="sweep", help="built-in motion (sweep, wave, hold) or SAGE motion file")
+    parser.add_argument("--duration", type=float, default=0.0, help="seconds of a built-in motion (default 12)")
     parser.add_argument("--out", type=Path, default=None, help="output folder (default runs/demo-<time>)")
     parser.add_argument("--single", action="store_true",
                         help="one episode only (shipped GapONet model) instead of baseline → train → compensated")
@@ -150,7 +151,8 @@ def _train(dataset: Path, out: Path, epochs: int) -> Path:
 
 
 def _options(folder: Path, args: argparse.Namespace, compensation: bool, model: Path | None) -> GraphOptions:
-    opts = GraphOptions(port="", compensation=compensation, motion=args.motion, autostart_motion=False,
+    opts = GraphOptions(port="", compensation=compensation, motion=args.motion, motion_duration=args.duration,
+                        autostart_motion=False,
                         hold_start_pose=True, record=True,
                         bag_root=str(folder / "bags"), task=f"demo-{args.motion}", gap_profile=args.profile)
     return replace(opts, gaponet_model=str(model)) if model is not None else opts
@@ -159,7 +161,7 @@ def _options(folder: Path, args: argparse.Namespace, compensation: bool, model: 
 def run(args: argparse.Namespace) -> int:
     apply_private_ros_env()
     out = args.out or Path("runs") / f"demo-{datetime.now():%Y%m%d-%H%M%S}"
-    duration = load_motion(args.motion).duration
+    duration = load_motion(args.motion, duration=args.duration).duration
     if args.single or args.no_analysis:
         label = "uncompensated" if args.no_compensation else "compensated"
         bag = _run_episode(label, _options(out / label, args, not args.no_compensation, args.gaponet_model), duration,

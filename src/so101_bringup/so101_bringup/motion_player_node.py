@@ -1,7 +1,8 @@
 """``motion_player`` node: plays a scripted motion as a command source (a stand-in for a policy).
 
 Publishes ``output`` (default remap ``/policy/joint_command``; sensor_msgs/JointState, rad, stamped)
-at ``rate_hz``. Parameters: ``motion`` (built-in name or SAGE motion file), ``rate_hz``, ``loop``,
+at ``rate_hz``. Parameters: ``motion`` (built-in name or SAGE motion file), ``duration`` (s, built-in motions;
+0 = default), ``rate_hz``, ``loop``,
 ``start_delay`` (s). Services ``~/start`` / ``~/stop`` (std_srvs/Trigger); ``autostart``;
 ``hold_start_pose`` (while stopped, command the motion's first pose).
 """
@@ -24,7 +25,8 @@ __all__ = ["MotionPlayerNode", "main"]
 class MotionPlayerNode(Node):
     def __init__(self, **kwargs: object) -> None:
         super().__init__("motion_player", **kwargs)
-        self.motion = load_motion(str(self.declare_parameter("motion", "sweep").value))
+        self.motion = load_motion(str(self.declare_parameter("motion", "sweep").value),
+                                  duration=float(self.declare_parameter("duration", 0.0).value))
         rate_hz = float(self.declare_parameter("rate_hz", 50.0).value)
         if rate_hz <= 0:
             raise ValueError(f"rate_hz must be positive, got {rate_hz}")

@@ -36,8 +36,10 @@ def builtin_motion(name: str = "sweep", duration: float = 12.0, rate_hz: float =
     if duration <= 0 or rate_hz <= 0 or not 0 <= amplitude <= 1:
         raise MotionError("duration and rate must be positive and amplitude within 0..1")
     t = np.arange(0.0, duration + 0.5 / rate_hz, 1.0 / rate_hz)
-    # Raised-cosine envelope over the first and last 15 % so the motion starts and ends at rest.
-    ramp = np.clip(np.minimum(t, duration - t) / (0.15 * duration), 0.0, 1.0)
+    # Raised-cosine envelope (15 % of the motion, at least 1.5 s, at most half) so the motion starts
+    # and ends at rest, gently enough for the safety filter's default velocity bound.
+    ramp_s = min(max(0.15 * duration, 1.5), 0.5 * duration)
+    ramp = np.clip(np.minimum(t, duration - t) / ramp_s, 0.0, 1.0)
     envelope = 0.5 - 0.5 * np.cos(np.pi * ramp)
     positions = np.zeros((len(t), len(JOINTS)))
     for i, spec in enumerate(JOINTS):
@@ -47,7 +49,7 @@ def builtin_motion(name: str = "sweep", duration: float = 12.0, rate_hz: float =
             positions[:, i] = centre * envelope + half * envelope * np.sin(2 * np.pi * (0.15 + 0.07 * i) * t)
         elif name == "wave":
             raised = {"shoulder_lift": -0.6, "elbow_flex": 0.8}.get(spec.name, 0.0)  # rad: arm up
-            wiggle = half * np.sin(2 * np.pi * 0.5 * t) if spec.name in ("wrist_flex", "wrist_roll") else 0.0
+            wiggle = half * np.sin(2 * np.pi * 0.4 * t) if spec.name in ("wrist_flex", "wrist_roll") else 0.0
             positions[:, i] = envelope * (raised + wiggle)
         else:
             positions[:, i] = 0.0
@@ -55,10 +57,11 @@ def builtin_motion(name: str = "sweep", duration: float = 12.0, rate_hz: float =
     return JointTrajectory(t, positions)
 
 
-def load_motion(source: str, rate_hz: float = 50.0) -> JointTrajectory:
-    """A built-in motion name, or a SAGE motion file (``.txt``, 50 Hz rows, radians, jaw 0..1)."""
+def load_motion(source: str, rate_hz: float = 50.0, duration: float = 0.0) -> JointTrajectory:
+    """A built-in motion name (``duration`` s, 0 = its default), or a SAGE motion file (``.txt``,
+    50 Hz rows, radians, jaw 0..1; its own length)."""
     if source in BUILTIN_MOTIONS:
-        return builtin_motion(source, rate_hz=rate_hz)
+        return builtin_motion(source, duration=duration or 12.0, rate_hz=rate_hz)
     path = Path(source)
     if not path.is_file():
         raise MotionError(f"motion {source!r} is neither a built-in motion {list(BUILTIN_MOTIONS)} nor a file")

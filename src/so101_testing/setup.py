@@ -16,6 +16,7 @@ setup(
     license="Apache-2.0",
     extras_require={"test": ["pytest"]},
     entry_points={
+        "pytest11": ["so101_testing = so101_testing.pytest_plugin"],
         "console_scripts": [
 
         ],

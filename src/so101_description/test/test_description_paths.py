@@ -76,7 +76,9 @@ def test_regular_install_ships_resources_and_share_files(tmp_path: Path) -> None
         "assert p.rviz_config_path('so101_monitor').is_file() and (p.meshes_dir() / 'NOTICE').is_file()\n"
     )
     env = {**os.environ, "PYTHONPATH": str(target)}
-    out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
+    # cwd outside the source tree: "python -c" puts the cwd first on sys.path (colcon test runs in the package)
+    out = subprocess.run([sys.executable, "-c", probe], env=env, cwd=tmp_path, capture_output=True, text=True,
+                         check=True)
     assert Path(out.stdout.strip()).is_relative_to(target)
     share = target / "share" / "so101_description"
     assert (share / "package.xml").is_file()

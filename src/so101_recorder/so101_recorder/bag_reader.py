@@ -32,7 +32,7 @@ from so101_recorder.metadata import EpisodeMetadata, SafeLoader, load_episode
 from so101_recorder.msgtypes import TypeLibrary
 
 __all__ = ["Bag", "RawMessages", "JointStateRead", "JOINT_STATE_TYPE", "read_joint_states", "load_joint_states",
-           "read_episode", "bag_files"]
+           "read_episode", "read_topic_pair", "bag_files"]
 
 LOG = logging.getLogger(__name__)
 JOINT_STATE_TYPE = "sensor_msgs/msg/JointState"
@@ -273,3 +273,16 @@ def read_episode(bag: Bag | Path | str, *, names: Sequence[str] | None = JOINT_N
     bag = bag if isinstance(bag, Bag) else Bag(bag)
     return {topic: read_joint_states(bag, topic, names=names, time_source=time_source)
             for topic, msgtype in bag.topics.items() if msgtype == JOINT_STATE_TYPE}
+
+
+def read_topic_pair(path: Path | str, required: str, optional: str, *, names: Sequence[str] | None = JOINT_NAMES,
+                    ) -> tuple[JointTrajectory, JointTrajectory | None]:
+    """Two JointState topics of one bag: ``required`` (a :class:`BagReadError` naming the topics the
+    bag does have when it is absent) and ``optional`` (``None`` when absent), e.g. states + commands."""
+    bag = Bag(path)
+    topics = bag.topics
+    if required not in topics:
+        raise BagReadError(f"bag {path} has no topic {required}; it has {sorted(topics)}")
+    first = read_joint_states(bag, required, names=names)
+    second = read_joint_states(bag, optional, names=names) if optional in topics else None
+    return first, second

@@ -258,3 +258,16 @@ def test_reading_what_is_not_a_bag_fails_clearly(tmp_path):
     bag = write_bag(tmp_path / "b", "t", _episode_messages(5))
     with pytest.raises(BagReadError, match="no topic"):
         Bag(bag).raw("/nope")
+
+
+def test_read_topic_pair_requires_one_topic_and_tolerates_the_other_missing(tmp_path) -> None:
+    from so101_recorder.bag_reader import read_topic_pair
+    from so101_recorder.errors import BagReadError
+
+    messages = stream(20)
+    bag = write_bag(tmp_path, "pair", [("/joint_states", JOINT_STATE, m, stamp_ns(m)) for m in messages])
+    states, commands = read_topic_pair(bag, "/joint_states", "/joint_command")
+    assert commands is None and len(states) == 20
+    np.testing.assert_allclose(states.position[3], [0.03 + 0.1 * j for j in range(6)])
+    with pytest.raises(BagReadError, match=r"no topic /joint_command; it has \['/joint_states'\]"):
+        read_topic_pair(bag, "/joint_command", "/joint_states")

@@ -151,16 +151,11 @@ def _load_sage(folder: Path, kind: str) -> Run:
 
 
 def _load_bag(path: Path, kind: str, state_topic: str, command_topic: str) -> Run:
-    from so101_recorder.bag_reader import Bag, read_joint_states
+    from so101_recorder.bag_reader import read_topic_pair
     from so101_recorder.errors import RecorderError
 
     try:
-        bag = Bag(path)
-        topics = bag.topics
-        if state_topic not in topics:
-            raise PairError(f"{kind} bag {path} has no topic {state_topic}; it has {sorted(topics)}")
-        state = read_joint_states(bag, state_topic)
-        command = read_joint_states(bag, command_topic) if command_topic in topics else None
+        state, command = read_topic_pair(path, state_topic, command_topic)
     except RecorderError as err:
         raise PairError(f"cannot read {kind} bag {path}: {err}") from err
     metadata = {"format": "bag", "path": str(path), "state_topic": state_topic,

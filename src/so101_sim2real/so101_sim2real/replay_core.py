@@ -23,7 +23,7 @@ from rosbags.typesys import Stores, get_typestore
 
 from so101_description.joints import JOINT_NAMES
 from so101_description.trajectory import JointTrajectory
-from so101_recorder.bag_reader import Bag, read_joint_states
+from so101_recorder.bag_reader import read_topic_pair
 from so101_recorder.bag_writer import EpisodeWriter
 from so101_recorder.errors import RecorderError
 from so101_recorder.metadata import EpisodeMetadata
@@ -83,12 +83,7 @@ def load_bag_source(path: str | Path, command_topic: str = COMMAND_TOPIC, state_
     """A recorded bag: its command stream, starting from the measured state (or the first command)."""
     path = Path(path)
     try:
-        bag = Bag(path)
-        topics = bag.topics
-        if command_topic not in topics:
-            raise ReplayError(f"bag {path} has no topic {command_topic}; it has {sorted(topics)}")
-        command = read_joint_states(bag, command_topic)
-        state = read_joint_states(bag, state_topic) if state_topic in topics else None
+        command, state = read_topic_pair(path, command_topic, state_topic)
     except RecorderError as err:
         raise ReplayError(f"cannot read bag {path}: {err}") from err
     if len(command) == 0:

@@ -33,6 +33,8 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
     Subcommand("export-lerobot", "so101_recorder.export_cli", "export recorded bags as a LeRobotDataset v3.0"),
     Subcommand("replay", "so101_sim2real.replay_cli", "replay a bag or motion in simulation (MuJoCo or Isaac Sim bridge)"),
     Subcommand("pair", "so101_sim2real.pair_cli", "align real and sim runs into a paired dataset"),
+    Subcommand("fit-profile", "so101_sim2real.fit_profile_cli",
+               "fit a gap profile (the virtual SO-101's physics) to recordings of a real arm"),
     Subcommand("analyze", "so101_sim2real.analyze_cli", "gap metrics and an HTML/PNG report for a paired dataset"),
     Subcommand("train-gaponet", "so101_gaponet.train_cli", "train a GapONet compensator on paired datasets and export it"),
     Subcommand("bench", "so101_bringup.bench", "run the control-path benchmarks (JSON lines)"),

@@ -52,12 +52,30 @@ from so101_driver.control_table import (
 )
 from so101_driver.errors import BusError, BusTimeout, CorruptPacket, PortError, ServoError
 
-__all__ = ["FeetechBus", "Feedback", "ScanResult", "DEFAULT_TIMEOUT_MS", "DEFAULT_RETRIES"]
+__all__ = ["FeetechBus", "Feedback", "ScanResult", "DEFAULT_TIMEOUT_MS", "DEFAULT_RETRIES", "LEROBOT_SERVO_SETTINGS",
+           "LEROBOT_GRIPPER_SETTINGS"]
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT_MS = 50.0  # LeRobot's figure: USB serial adapters add up to a latency-timer tick
 DEFAULT_RETRIES = 2  # extra tries after the first
+# LeRobot's SO-101 follower settings (``SOFollower.configure``), written in this order by
+# :meth:`FeetechBus.configure_lerobot`; the virtual arm's system identification replays recordings
+# with the same values.
+LEROBOT_SERVO_SETTINGS: tuple[tuple[Register, int], ...] = (
+    (Register.Return_Delay_Time, 0),
+    (Register.Maximum_Acceleration, 254),
+    (Register.Acceleration, 254),
+    (Register.Operating_Mode, 0),
+    (Register.P_Coefficient, 16),
+    (Register.I_Coefficient, 0),
+    (Register.D_Coefficient, 32),
+)
+LEROBOT_GRIPPER_SETTINGS: tuple[tuple[Register, int], ...] = (
+    (Register.Max_Torque_Limit, 500),
+    (Register.Protection_Current, 250),
+    (Register.Overload_Torque, 25),
+)
 _STATUS_OVERHEAD = 6  # FF FF ID LEN ERR ... CHK
 _FB_ADDR, _FB_LEN = FEEDBACK_BLOCK
 RegisterLike = Register | str
@@ -314,20 +332,14 @@ class FeetechBus:
         self.set_torque(ids, False)  # also Lock = 0, which EEPROM writes need
         try:
             for i in ids:
-                self.write(Register.Return_Delay_Time, i, 0, strict=False)
-                self.write(Register.Maximum_Acceleration, i, 254, strict=False)
-                self.write(Register.Acceleration, i, 254, strict=False)
-                self.write(Register.Operating_Mode, i, 0, strict=False)
+                for register, value in LEROBOT_SERVO_SETTINGS:
+                    self.write(register, i, value, strict=False)
                 phase = self.read(Register.Phase, i, strict=False)
                 if phase & 0x10:
                     self.write(Register.Phase, i, phase & ~0x10, strict=False)
-                self.write(Register.P_Coefficient, i, 16, strict=False)
-                self.write(Register.I_Coefficient, i, 0, strict=False)
-                self.write(Register.D_Coefficient, i, 32, strict=False)
                 if i == gripper_id:
-                    self.write(Register.Max_Torque_Limit, i, 500, strict=False)
-                    self.write(Register.Protection_Current, i, 250, strict=False)
-                    self.write(Register.Overload_Torque, i, 25, strict=False)
+                    for register, value in LEROBOT_GRIPPER_SETTINGS:
+                        self.write(register, i, value, strict=False)
         finally:
             on = [i for i, t in torque_on.items() if t]
             if on:

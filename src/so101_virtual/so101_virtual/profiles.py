@@ -49,6 +49,8 @@ __all__ = [
     "available_profiles",
     "load_profile",
     "profile_from_dict",
+    "profile_to_dict",
+    "write_profile",
 ]
 
 
@@ -394,6 +396,31 @@ def profile_from_dict(data: Mapping[str, Any], source: str = "", base: GapProfil
             overrides.setdefault(name, {}).update(values)
     kwargs["joint_overrides"] = overrides
     return replace(base, **kwargs)
+
+
+def profile_to_dict(profile: GapProfile) -> dict[str, Any]:
+    """Every key of ``profile`` in the YAML layout (per-joint overrides under ``joints``, in joint order)."""
+    out: dict[str, Any] = {"name": profile.name, "description": profile.description, "seed": profile.seed}
+    for key in (*_SECTIONS, "joint_defaults"):
+        section = getattr(profile, key)
+        out[key] = {f.name: list(v) if isinstance(v := getattr(section, f.name), tuple) else v for f in fields(section)}
+    joints = {n: {k: float(v) for k, v in profile.joint_overrides[n].items()}
+              for n in JOINT_NAMES if profile.joint_overrides.get(n)}
+    if joints:
+        out["joints"] = joints
+    return out
+
+
+def write_profile(path: str | os.PathLike[str], profile: GapProfile, header: str = "") -> Path:
+    """Write ``profile`` as a complete YAML file (``header``: comment lines put on top); it loads back
+    equal to ``profile``."""
+    path = Path(path)
+    comment = "".join(f"# {line}\n" if line else "#\n" for line in header.splitlines())
+    text = yaml.safe_dump(profile_to_dict(profile), sort_keys=False, allow_unicode=True, width=110,
+                          default_flow_style=None)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(comment + text)
+    return path
 
 
 def schema_rows() -> list[tuple[str, str, str, str, str]]:

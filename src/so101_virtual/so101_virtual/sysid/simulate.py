@@ -1,0 +1,67 @@
+"""Replay a recording's commands through the virtual arm's own physics and firmware, in simulated time.
+
+The arm is built exactly as ``so101 virtual-bus`` builds it (:class:`~so101_virtual.physics.ArmPhysics`
+over six :class:`~so101_virtual.servo_memory.ServoMemory` control tables, the profile's firmware, motor,
+gearbox and encoder), with LeRobot's servo settings (:data:`so101_driver.bus.LEROBOT_SERVO_SETTINGS`:
+P 16, D 32, I 0, Acceleration 254) and torque on, placed at the recording's first measured state.
+Each command is written to ``Goal_Position`` at its recorded time stamp (the real loop's timing and
+jitter included), and ``Present_Position`` is read at that same instant before the new goal can act,
+as the real loop reads the state right after sending the command. No bus, no threads, no wall clock:
+the simulation runs as fast as the physics and firmware step.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from so101_description.joints import JOINTS
+from so101_driver.bus import LEROBOT_GRIPPER_SETTINGS, LEROBOT_SERVO_SETTINGS
+from so101_driver.control_table import Register
+from so101_virtual.physics import STEPS_PER_RAD, ArmPhysics, JointMechanics
+from so101_virtual.profiles import GapProfile, load_profile
+from so101_virtual.servo_memory import ServoMemory
+from so101_virtual.sysid.recording import Recording
+
+__all__ = ["simulate", "lerobot_servos"]
+
+_ZERO = 2048  # encoder reading at joint angle 0 (JointMechanics() default, Homing_Offset 0)
+
+
+def lerobot_servos() -> list[ServoMemory]:
+    """Six control tables as LeRobot configures a follower (torque still off)."""
+    servos = []
+    for spec in JOINTS:
+        memory = ServoMemory(spec.servo_id)
+        settings = LEROBOT_SERVO_SETTINGS + (LEROBOT_GRIPPER_SETTINGS if spec.is_gripper else ())
+        for register, value in settings:
+            memory.set(register, value)
+        servos.append(memory)
+    return servos
+
+
+def _raw(angle: float) -> int:
+    return int(np.clip(round(_ZERO + angle * STEPS_PER_RAD), 0, 4095))
+
+
+def simulate(profile: GapProfile | str, recording: Recording) -> np.ndarray:
+    """The virtual arm's reported positions (N, J) rad for ``recording``'s commands (see module doc)."""
+    profile = load_profile(profile)
+    servos = lerobot_servos()
+    # One I/O batch per frame: goals change only when a command is written, between step calls.
+    physics = ArmPhysics(profile, servos, [JointMechanics() for _ in JOINTS],
+                         initial_positions=recording.state[0], io_period=1.0)
+    for memory in servos:
+        memory.set(Register.Goal_Position, memory.get(Register.Present_Position))
+        memory.set(Register.Torque_Enable, 1)
+    out = np.empty_like(recording.state)
+    tick = physics.tick
+    done = 0
+    for k, (when, command) in enumerate(zip(recording.time, recording.command, strict=True)):
+        due = int(round(when / tick))
+        if due > done:
+            physics.step_ticks(due - done)
+            done = due
+        for j, memory in enumerate(servos):
+            out[k, j] = (memory.get(Register.Present_Position) - _ZERO) / STEPS_PER_RAD
+            memory.set(Register.Goal_Position, _raw(command[j]))
+    return out

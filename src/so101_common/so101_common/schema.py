@@ -1,0 +1,135 @@
+"""One way to read every file format: parse, validate against a pydantic model, fail in one line.
+
+Every file the workspace reads (gap profiles, YAML configs, model metadata, dataset and bag
+metadata) is described by a pydantic model derived from :class:`StrictModel` and read through
+:func:`load_yaml` / :func:`load_json` (or :func:`validate` for a record already in memory, e.g. JSON
+embedded in a model file). Whatever is wrong, the user gets one :class:`SchemaError` line that names
+the file and the key::
+
+    config/gap_profiles/my_arm.yaml: joints.elbow_flex.backlash: Input should be less than or equal to 0.5 (got 0.7)
+    config/gap_profiles/my_arm.yaml:12:3: YAML syntax error: mapping values are not allowed here
+    model.onnx [so101_gaponet metadata]: rate_hz: Field required
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import typing
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+__all__ = ["SchemaError", "StrictModel", "read_yaml", "read_json", "validate", "load_yaml", "load_json"]
+
+ModelT = TypeVar("ModelT", bound=BaseModel)
+
+
+class SchemaError(ValueError):
+    """A file or record does not fit its format; ``str()`` is one line naming the source and the key."""
+
+    def __init__(self, source: str, message: str, key: str | None = None) -> None:
+        self.source = source
+        self.key = key
+        self.message = message
+        super().__init__(f"{source}: {key}: {message}" if key else f"{source}: {message}")
+
+
+class StrictModel(BaseModel):
+    """Base of every file schema: unknown keys, NaN and infinities are errors; parsed records are immutable."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+
+def read_yaml(path: str | Path) -> Any:
+    """The YAML document in ``path``; a syntax error is one line ``file:line:col: message``."""
+    text = _read_text(path)
+    try:
+        return yaml.safe_load(text)
+    except yaml.MarkedYAMLError as err:
+        mark = err.problem_mark or err.context_mark
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)
+        problem = err.problem or err.context or "invalid YAML"
+        raise SchemaError(where, f"YAML syntax error: {problem}") from None
+    except yaml.YAMLError as err:
+        raise SchemaError(str(path), f"YAML error: {' '.join(str(err).split())}") from None
+
+
+def read_json(path: str | Path) -> Any:
+    """The JSON document in ``path``; a syntax error is one line ``file:line:col: message``."""
+    text = _read_text(path)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as err:
+        raise SchemaError(f"{path}:{err.lineno}:{err.colno}", f"JSON syntax error: {err.msg}") from None
+
+
+def validate(model: type[ModelT], data: Any, source: str) -> ModelT:
+    """``data`` as an instance of ``model``; the first problem becomes a :class:`SchemaError` naming its key."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as err:
+        raise _schema_error(model, err, source) from None
+
+
+def load_yaml(path: str | Path, model: type[ModelT]) -> ModelT:
+    """Read and validate a YAML file (an empty file is validated as an empty mapping)."""
+    data = read_yaml(path)
+    return validate(model, {} if data is None else data, str(path))
+
+
+def load_json(path: str | Path, model: type[ModelT]) -> ModelT:
+    """Read and validate a JSON file."""
+    return validate(model, read_json(path), str(path))
+
+
+# ------------------------------------------------------------------------------------- internals
+def _read_text(path: str | Path) -> str:
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise SchemaError(str(path), "no such file") from None
+    except UnicodeDecodeError as err:
+        raise SchemaError(str(path), f"not UTF-8 text (byte {err.start})") from None
+    except OSError as err:
+        raise SchemaError(str(path), f"cannot read: {err.strerror or err}") from None
+
+
+def _schema_error(model: type[BaseModel], err: ValidationError, source: str) -> SchemaError:
+    first = err.errors(include_url=False)[0]
+    loc = tuple(first["loc"])
+    key = ".".join(str(part) for part in loc) or None
+    message = str(first["msg"])
+    if first["type"] == "extra_forbidden" and loc:
+        known = _field_names_at(model, loc[:-1])
+        close = difflib.get_close_matches(str(loc[-1]), known, n=1)
+        message = f"unknown key{f' (did you mean {close[0]!r}?)' if close else ''}; known keys: {', '.join(known)}"
+    elif first["type"] not in ("missing",) and "input" in first:
+        message += f" (got {first['input']!r:.60})"
+    if err.error_count() > 1:
+        message += f" (and {err.error_count() - 1} more)"
+    return SchemaError(source, message, key)
+
+
+def _field_names_at(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
+    """Field names of the (nested) model reached by ``loc``; [] where the path leaves pydantic models."""
+    current: Any = model
+    for part in loc:
+        if isinstance(current, type) and issubclass(current, BaseModel):
+            field = current.model_fields.get(str(part))
+            if field is None:
+                return []
+            current = field.annotation
+        else:  # a container: dict[str, Model], list[Model], Optional[Model] ...
+            args = [a for a in typing.get_args(current) if isinstance(a, type) and issubclass(a, BaseModel)]
+            if not args:
+                return []
+            current = args[0]
+    while not (isinstance(current, type) and issubclass(current, BaseModel)):
+        args = [a for a in typing.get_args(current) if isinstance(a, type) and issubclass(a, BaseModel)]
+        if not args:
+            return []
+        current = args[0]
+    return sorted(current.model_fields)

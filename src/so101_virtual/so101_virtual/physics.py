@@ -130,13 +130,13 @@ class ArmPhysics:
         self._build(mjcf or default_mjcf_path(), hand, hand_stiffness, hand_damping)
         self._rng = np.random.default_rng(self.profile.seed)
         p = self.profile
-        self._models = [ServoModel.from_profile(j, p.firmware, p.physics.ambient_temperature) for j in p.joints]
-        self._noise = [j.position_noise for j in p.joints]
-        self._current_noise = [j.current_noise for j in p.joints]
-        self._viscous = np.array([j.viscous_friction for j in p.joints])
+        self._models = [ServoModel.from_profile(j, p.firmware, p.physics.ambient_temperature) for j in p.joint_params]
+        self._noise = [j.position_noise for j in p.joint_params]
+        self._current_noise = [j.current_noise for j in p.joint_params]
+        self._viscous = np.array([j.viscous_friction for j in p.joint_params])
         self._window_ticks = max(1, round(p.firmware.velocity_window / self.tick))
         self._d_ticks = max(1, round(p.firmware.derivative_window / self.tick))
-        self._resolution = [j.encoder_resolution for j in p.joints]
+        self._resolution = [j.encoder_resolution for j in p.joint_params]
         self._external = np.zeros(self.model.nv)  # generalized forces applied besides the motors
         self.voltage_sag: Sequence[float] = [0.0] * len(JOINT_NAMES)  # V per servo, injected sag (faults)
         self.time = 0.0  # simulated seconds
@@ -162,7 +162,7 @@ class ArmPhysics:
         if not p.physics.contacts:
             spec.option.disableflags |= mujoco.mjtDisableBit.mjDSBL_CONTACT
         self._rotor_names: list[str | None] = []
-        for name, params in zip(JOINT_NAMES, p.joints, strict=True):
+        for name, params in zip(JOINT_NAMES, p.joint_params, strict=True):
             joint = spec.joint(name)
             if joint is None:
                 raise ValueError(f"{mjcf}: no joint named {name!r}")

@@ -16,7 +16,9 @@ from so101_virtual.profiles import (
     load_profile,
     profile_from_dict,
     profiles_dir,
+    schema_markdown,
     schema_rows,
+    write_profile,
 )
 
 README = Path(__file__).resolve().parents[1] / "so101_virtual" / "README.md"
@@ -34,7 +36,7 @@ def test_shipped_profiles_load(name):
     profile = load_profile(name)
     assert profile.name == name
     assert profile.description
-    assert len(profile.joints) == len(JOINT_NAMES)
+    assert len(profile.joint_params) == len(JOINT_NAMES)
 
 
 def test_shipped_list_and_config_symlink():
@@ -46,15 +48,15 @@ def test_shipped_list_and_config_symlink():
 def test_profiles_differ_where_they_should():
     default, ideal, worn = load_profile("default"), load_profile("ideal"), load_profile("worn")
     heavy, laggy = load_profile("heavy_payload"), load_profile("laggy_bus")
-    assert all(j.backlash == 0 for j in ideal.joints) and ideal.bus.latency == 0 and ideal.bus.jitter == 0
-    assert all(j.position_noise == 0 for j in ideal.joints)
-    assert all(0 < j.backlash < 0.05 for j in default.joints)
-    assert all(w.backlash > 2 * d.backlash for w, d in zip(worn.joints, default.joints, strict=True))
-    assert all(w.coulomb_friction > 2 * d.coulomb_friction for w, d in zip(worn.joints, default.joints, strict=True))
+    assert all(j.backlash == 0 for j in ideal.joint_params) and ideal.bus.latency == 0 and ideal.bus.jitter == 0
+    assert all(j.position_noise == 0 for j in ideal.joint_params)
+    assert all(0 < j.backlash < 0.05 for j in default.joint_params)
+    assert all(w.backlash > 2 * d.backlash for w, d in zip(worn.joint_params, default.joint_params, strict=True))
+    assert all(w.coulomb_friction > 2 * d.coulomb_friction for w, d in zip(worn.joint_params, default.joint_params, strict=True))
     assert heavy.physics.payload_mass > 0.1 and default.physics.payload_mass == 0
     assert laggy.bus.latency > 10 * default.bus.latency
     # derived profiles keep the rest of their base
-    assert heavy.firmware == default.firmware and laggy.joints == default.joints
+    assert heavy.firmware == default.firmware and laggy.joint_params == default.joint_params
 
 
 def test_default_motor_matches_sts3215_at_12v():
@@ -82,34 +84,55 @@ def test_unknown_profile_name_lists_shipped():
 @pytest.mark.parametrize(
     ("text", "match"),
     [
-        ("physcs: {}\n", r"unknown key 'physcs' \(did you mean 'physics'\?\)"),
-        ("physics: {gravity: 1}\n", r"physics: unknown key 'gravity'"),
-        ("joint_defaults: {backlash_rad: 0.01}\n", r"joint_defaults: unknown key 'backlash_rad' \(did you mean 'backlash'\?\)"),
-        ("joints: {elbow: {backlash: 0.01}}\n", r"joints: unknown joint 'elbow'"),
-        ("joints: {elbow_flex: {frictoin: 0.01}}\n", r"joints.elbow_flex: unknown key 'frictoin'"),
-        ("joint_defaults: {backlash: -0.01}\n", r"joint_defaults.backlash: -0.01 rad out of range \(must be >= 0"),
-        ("joints: {gripper: {armature: 0}}\n", r"joints.gripper.armature: 0 kg·m² out of range"),
-        ("physics: {timestep: 0.1}\n", r"physics.timestep: 0.1 s out of range \(must be <= 0.005"),
-        ("firmware: {p_gain: fast}\n", r"firmware.p_gain: expected a number, got 'fast'"),
-        ("firmware: {p_gain: .nan}\n", r"firmware.p_gain: must be finite"),
-        ("bus: {byte_time: 1}\n", r"bus.byte_time: expected true/false"),
-        ("physics: {payload_mass: true}\n", r"physics.payload_mass: expected a number, got True"),
-        ("physics: {payload_offset: [0, 0]}\n", r"physics.payload_offset: expected a list of 3 numbers"),
-        ("joint_defaults: {no_load_current: 3.0}\n", r"no_load_current: 3 A must be below stall_current"),
-        ("firmware: {loop_rate: 300}\n", r"firmware.loop_rate 300 Hz: its period must be a whole number of physics.timestep"),
-        ("seed: 1.5\n", r"seed: expected an integer"),
-        ("name: [a]\n", r"name: expected text"),
-        ("- a\n- b\n", r"expected a mapping at the top level"),
-        ("physics: [1, 2]\n", r"physics: expected a mapping"),
-        ("base: nope\n", r"unknown gap profile 'nope'"),
-        ("physics: {timestep: 0.001\n", r"not valid YAML"),
+        ("physcs: {}\n", r": physcs: unknown key \(did you mean 'physics'\?\)"),
+        ("physics: {gravity: 1}\n", r": physics.gravity: unknown key"),
+        ("joint_defaults: {backlash_rad: 0.01}\n", r": joint_defaults.backlash_rad: unknown key \(did you mean 'backlash'\?\)"),
+        ("joints: {elbow: {backlash: 0.01}}\n", r": joints: unknown joint 'elbow' \(did you mean 'elbow_flex'\?\)"),
+        ("joints: {elbow_flex: {frictoin: 0.01}}\n", r": joints.elbow_flex.frictoin: unknown key"),
+        ("joint_defaults: {backlash: -0.01}\n", r": joint_defaults.backlash: .*greater than or equal to 0 \(got -0.01\)"),
+        ("joints: {gripper: {armature: 0}}\n", r": joints.gripper.armature: .*greater than or equal to 0.0001"),
+        ("physics: {timestep: 0.1}\n", r": physics.timestep: .*less than or equal to 0.005"),
+        ("firmware: {p_gain: fast}\n", r": firmware.p_gain: Input should be a valid number.*got 'fast'"),
+        ("firmware: {p_gain: .nan}\n", r": firmware.p_gain: Input should be a finite number"),
+        ("bus: {byte_time: 1}\n", r": bus.byte_time: Input should be a valid boolean"),
+        ("physics: {payload_mass: true}\n", r": physics.payload_mass: Input should be a valid number.*got True"),
+        ("physics: {payload_offset: [0, 0]}\n", r": physics.payload_offset: .*at least 3 items"),
+        ("physics: {payload_offset: [0, 0, 1]}\n", r": physics.payload_offset.2: .*less than or equal to 0.3"),
+        ("joint_defaults: {no_load_current: 3.0}\n", r": joint_defaults.no_load_current: 3 A must be below stall_current"),
+        ("joints: {elbow_flex: {no_load_current: 3.0}}\n",
+         r": joints: elbow_flex.no_load_current: 3 A must be below stall_current"),
+        ("firmware: {loop_rate: 300}\n", r": firmware: loop_rate 300 Hz: its period must be a whole number of physics.timestep"),
+        ("seed: 1.5\n", r": seed: Input should be a valid integer"),
+        ("name: [a]\n", r": name: Input should be a valid string"),
+        ("- a\n- b\n", r": expected a mapping of keys at the top level"),
+        ("physics: [1, 2]\n", r": physics: Input should be a valid dictionary"),
+        ("base: nope\n", r": base: unknown gap profile 'nope'"),
+        ("base: 3\n", r": base: expected a profile name or path"),
     ],
 )
 def test_errors_name_the_key(tmp_path, text, match):
     path = write(tmp_path, text)
     with pytest.raises(ProfileError, match=match) as info:
         load_profile(path)
-    assert str(path) in str(info.value)
+    message = str(info.value)
+    assert message.startswith(f"{path}: ") and "\n" not in message
+
+
+def test_yaml_syntax_error_is_one_line_with_position(tmp_path):
+    path = write(tmp_path, "name: x\nphysics: {timestep: 0.001\n")
+    with pytest.raises(ProfileError) as info:
+        load_profile(path)
+    assert str(info.value).startswith(f"{path}:3:1: YAML syntax error") and "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_written_profile_loads_back_equal(tmp_path, name):
+    profile = load_profile(name)
+    path = write_profile(tmp_path / f"{name}.yaml", profile, header="line one\n\nline three")
+    again = load_profile(path)
+    assert again.joint_params == profile.joint_params
+    assert (again.physics, again.firmware, again.bus, again.name) == (profile.physics, profile.firmware, profile.bus, name)
+    assert path.read_text().startswith("# line one\n#\n# line three\n")
 
 
 def test_per_joint_overrides_merge_over_defaults():
@@ -121,7 +144,7 @@ def test_per_joint_overrides_merge_over_defaults():
     assert profile.joint("shoulder_lift").coulomb_friction == 0.05
     assert profile.joint("elbow_flex").backlash == 0.01
     assert profile.joint("gripper").stall_torque == 1.5
-    assert profile.joints[JOINT_NAMES.index("gripper")].stall_torque == 1.5
+    assert profile.joint_params[JOINT_NAMES.index("gripper")].stall_torque == 1.5
     with pytest.raises(ProfileError, match="unknown joint"):
         profile.joint("elbow")
 
@@ -156,6 +179,7 @@ def test_derived_motor_constants():
 
 def test_readme_documents_every_key():
     text = README.read_text()
+    assert schema_markdown() in text, "README's schema tables differ from schema_markdown(); paste its output"
     for key, *_ in schema_rows():
         leaf = key.split(".")[-1]
         assert f"`{leaf}`" in text, f"README lacks the profile key {key}"

@@ -58,8 +58,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--window", type=float, default=_DEFAULTS.window,
                         help="seconds of each recording used for fitting (where its commands move most; "
                         "default %(default)s)")
-    parser.add_argument("--steps", type=float, nargs="+", default=list(_DEFAULTS.steps), metavar="FACTOR",
-                        help="search step factor of each round (default %(default)s)")
+    parser.add_argument("--iterations", type=int, default=_DEFAULTS.iterations,
+                        help="Levenberg–Marquardt iterations (default %(default)s)")
     parser.add_argument("--arm-parameters", nargs="*", default=list(_DEFAULTS.arm_parameters), metavar="KEY",
                         help="arm-wide firmware keys to fit (default %(default)s)")
     parser.add_argument("--joint-parameters", nargs="*", default=list(_DEFAULTS.joint_parameters), metavar="KEY",
@@ -72,14 +72,16 @@ def _command_line(args: argparse.Namespace) -> str:
         if values:
             words += [flag, *map(str, values)]
     words += ["--base", str(args.base), "--out", str(args.out)]
+    if args.name:
+        words += ["--name", args.name]
     if args.holdout:
         words += ["--holdout", *args.holdout]
     elif args.holdout_every != 5:
         words += ["--holdout-every", str(args.holdout_every)]
     if args.window != _DEFAULTS.window:
         words += ["--window", f"{args.window:g}"]
-    if tuple(args.steps) != _DEFAULTS.steps:
-        words += ["--steps", *(f"{s:g}" for s in args.steps)]
+    if args.iterations != _DEFAULTS.iterations:
+        words += ["--iterations", str(args.iterations)]
     if tuple(args.arm_parameters) != _DEFAULTS.arm_parameters:
         words += ["--arm-parameters", *args.arm_parameters]
     if tuple(args.joint_parameters) != _DEFAULTS.joint_parameters:
@@ -99,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"{prog}: --holdout-every must be 0 or more, got {args.holdout_every}")
         return 2
     try:
-        config = FitConfig(tuple(args.arm_parameters), tuple(args.joint_parameters), tuple(args.steps),
+        config = FitConfig(tuple(args.arm_parameters), tuple(args.joint_parameters), iterations=args.iterations,
                            window=args.window)
         base = load_profile(args.base)
         recordings = load_sage_recordings(args.sage_real) + load_bag_recordings(args.bag, args.command_topic,

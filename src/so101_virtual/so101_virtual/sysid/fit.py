@@ -6,13 +6,16 @@ where the commands move most, so a few seconds per motion carry its information)
 ``warmup`` seconds of each window, where the simulated firmware's set-point and the arm settle from
 rest, are not scored.
 
-Search: a coordinate search in ``log(value + floor)`` with shrinking steps (``FitConfig.steps``).
-Arm-wide parameters take the move (up, down or none) that lowers the total cost, each joint's error
-normalised by its error at the start. Per-joint parameters are searched for all arm joints at once:
-one simulation with every joint's value moved up, one with every joint's moved down, and each joint
-keeps what lowered *its own* error — the joints are coupled only through the arm's dynamics, weakly
-enough that the combined move is then checked once and kept only if the total did not get worse.
-So one round costs ``2·arm + 3·joint`` simulations whatever the number of joints.
+Search: Levenberg–Marquardt on the residuals (simulated − recorded state, each joint's divided by
+its RMSE with the base profile, so every joint counts alike) in the coordinates ``log(value + floor)``
+of the parameters (:mod:`.parameters`), within their bounds. The Jacobian is taken by forward
+differences in few simulations by treating the joints as decoupled: one simulation per arm-wide
+parameter (a full column), and one per per-joint parameter with *every* joint's value moved at once,
+each joint's residual change giving that joint's own column (the joints are coupled only through the
+arm's dynamics, weakly; the cross terms are left out of the Jacobian, and every step is accepted only
+if the true cost falls). An iteration costs ``arm + joint + 1`` simulations (more when a step is
+rejected and retried with more damping), whatever the number of joints. Friction and backlash make
+the cost non-smooth: the differences are taken over ``delta`` (10 %), not infinitesimally.
 """
 
 from __future__ import annotations
@@ -24,7 +27,6 @@ import numpy as np
 
 from so101_description.joints import ARM_JOINT_NAMES, JOINT_NAMES
 from so101_virtual.profiles import GapProfile
-from so101_virtual.sysid.metrics import state_rmse
 from so101_virtual.sysid.parameters import ARM_PARAMETERS, JOINT_PARAMETERS, ParameterSet, parameter
 from so101_virtual.sysid.recording import Recording
 from so101_virtual.sysid.simulate import simulate
@@ -45,7 +47,8 @@ class FitConfig:
 
     arm_parameters: tuple[str, ...] = tuple(p.name for p in ARM_PARAMETERS)
     joint_parameters: tuple[str, ...] = tuple(p.name for p in JOINT_PARAMETERS)
-    steps: tuple[float, ...] = (1.8, 1.35, 1.12)  # multiplicative step of each round
+    iterations: int = 6  # Levenberg–Marquardt iterations (each: one Jacobian, one or more trial steps)
+    delta: float = 0.1  # finite-difference step in log(value + floor)
     window: float = 8.0  # s of each recording used for fitting
     warmup: float = 0.5  # s at the start of each window not scored
 
@@ -58,8 +61,12 @@ class FitConfig:
         for name in self.joint_parameters:
             if parameter(name).section != "joint":
                 raise FitError(f"{name} is an arm-wide parameter, not a per-joint one")
-        if not self.steps or any(s <= 1.0 for s in self.steps):
-            raise FitError(f"search steps must be factors above 1, got {list(self.steps)}")
+        if not self.arm_parameters and not self.joint_parameters:
+            raise FitError("no parameters to fit")
+        if self.iterations < 1:
+            raise FitError(f"iterations must be 1 or more, got {self.iterations}")
+        if not 0.0 < self.delta <= 1.0:
+            raise FitError(f"delta must be in (0, 1], got {self.delta:g}")
         if not 0.0 <= self.warmup < self.window:
             raise FitError(f"warmup {self.warmup:g} s must be shorter than the window {self.window:g} s")
 
@@ -97,9 +104,14 @@ def select_windows(recordings: Sequence[Recording], window: float) -> list[Recor
     return out
 
 
+_TRIALS = 3  # trial steps per iteration before giving up (damping raised after each rejection)
+
+
 def planned_simulations(config: FitConfig) -> int:
-    """How many simulations of the fitting windows :func:`fit_profile` runs."""
-    return 1 + len(config.steps) * (2 * len(config.arm_parameters) + 3 * len(config.joint_parameters))
+    """The most simulations of the fitting windows :func:`fit_profile` can run (usually fewer: a
+    step is mostly accepted at the first trial, and the search stops when no step helps)."""
+    per_iteration = len(config.arm_parameters) + len(config.joint_parameters) + _TRIALS
+    return 2 + config.iterations * per_iteration
 
 
 def simulate_all(profile: GapProfile, recordings: Sequence[Recording]) -> list[np.ndarray]:
@@ -116,14 +128,98 @@ class _Evaluator:
         self.progress = progress
         self.count = 0
 
-    def __call__(self, values: ParameterSet) -> np.ndarray:
-        profile = values.apply(self.base)
-        sims = simulate_all(profile, self.windows)
+    def residuals(self, values: ParameterSet) -> np.ndarray:
+        """(M, J) simulated minus recorded state over every scored frame of the windows."""
+        sims = simulate_all(values.apply(self.base), self.windows)
         self.count += 1
         if self.progress is not None:
             self.progress(1)
-        return state_rmse([s[k:] for s, k in zip(sims, self.skip, strict=True)],
-                          [w.state[k:] for w, k in zip(self.windows, self.skip, strict=True)])
+        return np.concatenate([s[k:] - w.state[k:] for s, w, k in zip(sims, self.windows, self.skip, strict=True)])
+
+    def __call__(self, values: ParameterSet) -> np.ndarray:
+        """Per-joint state RMSE (J,)."""
+        return np.sqrt(np.mean(self.residuals(values) ** 2, axis=0))
+
+
+class _Coordinates:
+    """Parameter values ↔ the search vector ``u`` (arm-wide first, then per joint parameter × joint)."""
+
+    def __init__(self, config: FitConfig, joint_names: Sequence[str]) -> None:
+        self.arm = list(config.arm_parameters)
+        self.joint = list(config.joint_parameters)
+        self.joint_names = list(joint_names)
+        params = [parameter(n) for n in self.arm] + [parameter(n) for n in self.joint for _ in self.joint_names]
+        self.floor = np.array([p.floor for p in params])
+        self.lower = np.log(np.array([p.lower for p in params]) + self.floor)
+        self.upper = np.log(np.array([p.upper for p in params]) + self.floor)
+
+    def vector(self, values: ParameterSet) -> np.ndarray:
+        flat = [values.arm[n] for n in self.arm] + [values.joints[j][n] for n in self.joint for j in self.joint_names]
+        return np.clip(np.log(np.array(flat) + self.floor), self.lower, self.upper)
+
+    def values(self, u: np.ndarray) -> ParameterSet:
+        flat = np.clip(np.exp(np.clip(u, self.lower, self.upper)) - self.floor, 0.0, None).tolist()
+        out = ParameterSet({n: flat[i] for i, n in enumerate(self.arm)}, {j: {} for j in self.joint_names})
+        i = len(self.arm)
+        for n in self.joint:
+            for j in self.joint_names:
+                out.joints[j][n] = flat[i]
+                i += 1
+        return out
+
+    def joint_index(self, k: int, j: int) -> int:
+        """Index in ``u`` of per-joint parameter ``k`` of joint ``j``."""
+        return len(self.arm) + k * len(self.joint_names) + j
+
+
+def _levenberg_marquardt(evaluate: _Evaluator, coords: _Coordinates, u: np.ndarray, r: np.ndarray,
+                         config: FitConfig) -> tuple[np.ndarray, list[float]]:
+    """Minimise the scaled residuals ``r`` (M, joints) at ``u``; returns the best ``u`` and the cost history."""
+    columns = [JOINT_NAMES.index(j) for j in coords.joint_names]
+    scale = np.maximum(np.sqrt(np.mean(r**2, axis=0)), 1e-6)  # each joint counts alike
+
+    def cost(res: np.ndarray) -> float:
+        return float(np.mean((res / scale) ** 2))
+
+    history = [cost(r)]
+    damping = 1e-2
+    n, joints = len(u), len(columns)
+    for _ in range(config.iterations):
+        # Jacobian (per joint: rows of that joint), forward differences away from the nearer bound
+        derivative = np.zeros((n, r.shape[0], joints))  # d r[:, j] / d u[i], zero where decoupled
+        for i in range(len(coords.arm)):
+            step = config.delta if u[i] + config.delta <= coords.upper[i] else -config.delta
+            moved = u.copy()
+            moved[i] += step
+            derivative[i] = (evaluate.residuals(coords.values(moved))[:, columns] - r) / step
+        for k in range(len(coords.joint)):
+            idx = [coords.joint_index(k, j) for j in range(joints)]
+            steps = np.where(u[idx] + config.delta <= coords.upper[idx], config.delta, -config.delta)
+            moved = u.copy()
+            moved[idx] += steps
+            change = evaluate.residuals(coords.values(moved))[:, columns] - r
+            for j, i in enumerate(idx):
+                derivative[i, :, j] = change[:, j] / steps[j]
+        weighted = derivative / scale  # (n, M, J)
+        hessian = np.einsum("amj,bmj->ab", weighted, weighted)
+        gradient = np.einsum("amj,mj->a", weighted, r / scale)
+        accepted = False
+        for _ in range(_TRIALS):
+            system = hessian + damping * np.diag(np.diag(hessian) + 1e-9)
+            delta = np.linalg.solve(system, -gradient)
+            delta *= min(1.0, 1.0 / max(float(np.max(np.abs(delta))), 1e-12))  # at most ×e per step
+            trial = np.clip(u + delta, coords.lower, coords.upper)
+            r_trial = evaluate.residuals(coords.values(trial))[:, columns]
+            if cost(r_trial) < cost(r):
+                u, r = trial, r_trial
+                damping = max(damping / 3.0, 1e-6)
+                history.append(cost(r))
+                accepted = True
+                break
+            damping *= 4.0
+        if not accepted:
+            break
+    return u, history
 
 
 def fit_profile(base: GapProfile, recordings: Sequence[Recording], config: FitConfig = FitConfig(),
@@ -133,52 +229,14 @@ def fit_profile(base: GapProfile, recordings: Sequence[Recording], config: FitCo
     ``progress(n)`` is called after every simulation of the fitting windows."""
     windows = select_windows(recordings, config.window)
     evaluate = _Evaluator(base, windows, config.warmup, progress)
-    columns = [JOINT_NAMES.index(j) for j in joint_names]
-    current = ParameterSet.from_profile(base, config.arm_parameters, config.joint_parameters, joint_names)
-    initial = current.copy()
-    cost = evaluate(current)
-    initial_error = cost.copy()
-    scale = np.maximum(initial_error[columns], 1e-6)
-
-    def total(c: np.ndarray) -> float:
-        return float(np.sum(c[columns] / scale))
-
-    history = [total(cost)]
-    for factor in config.steps:
-        for name in config.arm_parameters:
-            p = parameter(name)
-            best, best_cost = current, cost
-            for f in (factor, 1.0 / factor):
-                moved = p.scaled(current.arm[name], f)
-                if moved == current.arm[name]:
-                    continue
-                candidate = current.copy()
-                candidate.arm[name] = moved
-                c = evaluate(candidate)
-                if total(c) < total(best_cost):
-                    best, best_cost = candidate, c
-            if best is not current:
-                current, cost = best, best_cost
-                history.append(total(cost))
-        for name in config.joint_parameters:
-            p = parameter(name)
-            tries = [(current, cost)]
-            for f in (factor, 1.0 / factor):
-                candidate = current.with_joint_values(name, {j: p.scaled(current.joints[j][name], f)
-                                                             for j in joint_names})
-                tries.append((candidate, evaluate(candidate)))
-            choice = {}
-            for j, col in zip(joint_names, columns, strict=True):
-                k = int(np.argmin([c[col] for _, c in tries]))
-                choice[j] = tries[k][0].joints[j][name]
-            combined = current.with_joint_values(name, choice)
-            if combined.joints == current.joints:
-                continue
-            c = evaluate(combined)
-            if total(c) <= total(cost):
-                current, cost = combined, c
-                history.append(total(cost))
-    current = current.rounded()
-    profile = current.apply(base)
-    return FitResult(profile, initial, current, initial_error, cost, evaluate.count,
+    initial = ParameterSet.from_profile(base, config.arm_parameters, config.joint_parameters, joint_names)
+    coords = _Coordinates(config, joint_names)
+    u = coords.vector(initial)
+    start = evaluate.residuals(coords.values(u))
+    initial_error = np.sqrt(np.mean(start**2, axis=0))
+    u, history = _levenberg_marquardt(evaluate, coords, u, start[:, [JOINT_NAMES.index(j) for j in joint_names]],
+                                      config)
+    fitted = coords.values(u).rounded()
+    fitted_error = evaluate(fitted)
+    return FitResult(fitted.apply(base), initial, fitted, initial_error, fitted_error, evaluate.count,
                      [w.name for w in windows], history)

@@ -13,8 +13,10 @@ differences in few simulations by treating the joints as decoupled: one simulati
 parameter (a full column), and one per per-joint parameter with *every* joint's value moved at once,
 each joint's residual change giving that joint's own column (the joints are coupled only through the
 arm's dynamics, weakly; the cross terms are left out of the Jacobian, and every step is accepted only
-if the true cost falls). An iteration costs ``arm + joint + 1`` simulations (more when a step is
-rejected and retried with more damping), whatever the number of joints. Friction and backlash make
+if the true cost falls). An iteration costs ``arm + joint`` simulations for the Jacobian and one per
+trial step; up to ``reuse`` further steps reuse the Jacobian with the new residuals while they keep
+lowering the cost (cheap progress where the cost falls slowly), and a rejected step is retried with
+more damping. The cost does not depend on the number of joints. Friction and backlash make
 the cost non-smooth: the differences are taken over ``delta`` (10 %), not infinitesimally.
 """
 
@@ -48,6 +50,7 @@ class FitConfig:
     arm_parameters: tuple[str, ...] = tuple(p.name for p in ARM_PARAMETERS)
     joint_parameters: tuple[str, ...] = tuple(p.name for p in JOINT_PARAMETERS)
     iterations: int = 6  # Levenberg–Marquardt iterations (each: one Jacobian, one or more trial steps)
+    reuse: int = 2  # further steps taken with an iteration's Jacobian while they keep lowering the cost
     delta: float = 0.1  # finite-difference step in log(value + floor)
     window: float = 8.0  # s of each recording used for fitting
     warmup: float = 0.5  # s at the start of each window not scored
@@ -65,6 +68,8 @@ class FitConfig:
             raise FitError("no parameters to fit")
         if self.iterations < 1:
             raise FitError(f"iterations must be 1 or more, got {self.iterations}")
+        if self.reuse < 0:
+            raise FitError(f"reuse must be 0 or more, got {self.reuse}")
         if not 0.0 < self.delta <= 1.0:
             raise FitError(f"delta must be in (0, 1], got {self.delta:g}")
         if not 0.0 <= self.warmup < self.window:
@@ -110,7 +115,7 @@ _TRIALS = 3  # trial steps per iteration before giving up (damping raised after 
 def planned_simulations(config: FitConfig) -> int:
     """The most simulations of the fitting windows :func:`fit_profile` can run (usually fewer: a
     step is mostly accepted at the first trial, and the search stops when no step helps)."""
-    per_iteration = len(config.arm_parameters) + len(config.joint_parameters) + _TRIALS
+    per_iteration = len(config.arm_parameters) + len(config.joint_parameters) + 1 + config.reuse + _TRIALS
     return 2 + config.iterations * per_iteration
 
 
@@ -202,11 +207,11 @@ def _levenberg_marquardt(evaluate: _Evaluator, coords: _Coordinates, u: np.ndarr
                 derivative[i, :, j] = change[:, j] / steps[j]
         weighted = derivative / scale  # (n, M, J)
         hessian = np.einsum("amj,bmj->ab", weighted, weighted)
-        gradient = np.einsum("amj,mj->a", weighted, r / scale)
-        accepted = False
-        for _ in range(_TRIALS):
-            system = hessian + damping * np.diag(np.diag(hessian) + 1e-9)
-            delta = np.linalg.solve(system, -gradient)
+        accepted = rejected = 0
+        # steps from this Jacobian (the residuals change, the slopes are kept: a step costs one simulation)
+        while accepted <= config.reuse and rejected < _TRIALS:
+            gradient = np.einsum("amj,mj->a", weighted, r / scale)
+            delta = np.linalg.solve(hessian + damping * np.diag(np.diag(hessian) + 1e-9), -gradient)
             delta *= min(1.0, 1.0 / max(float(np.max(np.abs(delta))), 1e-12))  # at most ×e per step
             trial = np.clip(u + delta, coords.lower, coords.upper)
             r_trial = evaluate.residuals(coords.values(trial))[:, columns]
@@ -214,9 +219,10 @@ def _levenberg_marquardt(evaluate: _Evaluator, coords: _Coordinates, u: np.ndarr
                 u, r = trial, r_trial
                 damping = max(damping / 3.0, 1e-6)
                 history.append(cost(r))
-                accepted = True
-                break
-            damping *= 4.0
+                accepted += 1
+            else:
+                damping *= 4.0
+                rejected += 1
         if not accepted:
             break
     return u, history

@@ -20,6 +20,7 @@ LOG = logging.getLogger(__name__)
 # Package benchmark modules, each exposing benchmarks() -> Iterator[BenchResult].
 BENCH_MODULES: tuple[str, ...] = (
     "so101_driver.bench",
+    "so101_virtual.bench",
     "so101_safety.bench",
     "so101_gaponet.bench",
     "so101_policy.bench",

@@ -28,7 +28,7 @@ def memories() -> list[ServoMemory]:
     return [ServoMemory(i + 1) for i in range(len(JOINT_NAMES))]
 
 
-def arm(profile="default", positions=REACH, **kwargs) -> tuple[ArmPhysics, list[ServoMemory]]:
+def arm(profile="unfitted", positions=REACH, **kwargs) -> tuple[ArmPhysics, list[ServoMemory]]:
     mems = memories()
     return ArmPhysics(profile, mems, initial_positions=positions, **kwargs), mems
 
@@ -97,8 +97,9 @@ def test_gravity_sag_direction_and_magnitude():
 def test_stiffer_p_sags_less_and_payload_sags_more():
     sags = {}
     frictionless = {"joint_defaults": {"coulomb_friction": 0.0, "output_friction": 0.0, "position_noise": 0.0}}
-    for label, base, p in (("p16", "default", 16), ("p32", "default", 32), ("payload", "heavy_payload", 16)):
-        physics, mems = arm(profile_from_dict(frictionless, base=load_profile(base)))
+    payload = {**frictionless, "physics": {"payload_mass": 0.3, "payload_offset": [0.0, 0.0, 0.05]}}  # heavy_payload's
+    for label, changes, p in (("p16", frictionless, 16), ("p32", frictionless, 32), ("payload", payload, 16)):
+        physics, mems = arm(profile_from_dict(changes, base=load_profile("unfitted")))
         hold(mems, REACH, p=p)
         physics.step(2.0)
         sags[label] = abs(physics.true_positions()[LIFT] - REACH[LIFT])
@@ -154,7 +155,7 @@ def test_speed_limited_by_the_motor_and_goal_reached():
     for _ in range(100):
         physics.step(0.01)
         top = max(top, abs(physics.true_velocities()[PAN]))
-    no_load = load_profile("default").joint("shoulder_pan").no_load_speed
+    no_load = load_profile("unfitted").joint("shoulder_pan").no_load_speed
     assert 0.5 * no_load < top <= 1.05 * no_load
     assert physics.true_positions()[PAN] == pytest.approx(goal[PAN], abs=0.025)  # friction vs P: ±0.017 rad
     assert abs(mems[PAN].get(Register.Present_Velocity)) < 60  # at rest: below one 50 step/s quantum + noise

@@ -22,7 +22,7 @@ from so101_virtual.profiles import (
 )
 
 README = Path(__file__).resolve().parents[1] / "so101_virtual" / "README.md"
-SHIPPED = ("default", "ideal", "worn", "heavy_payload", "laggy_bus")
+SHIPPED = ("default", "ideal", "worn", "heavy_payload", "laggy_bus", "unfitted")
 
 
 def write(tmp_path: Path, text: str, name: str = "p.yaml") -> Path:
@@ -50,7 +50,7 @@ def test_profiles_differ_where_they_should():
     heavy, laggy = load_profile("heavy_payload"), load_profile("laggy_bus")
     assert all(j.backlash == 0 for j in ideal.joint_params) and ideal.bus.latency == 0 and ideal.bus.jitter == 0
     assert all(j.position_noise == 0 for j in ideal.joint_params)
-    assert all(0 < j.backlash < 0.05 for j in default.joint_params)
+    assert all(0 <= j.backlash < 0.1 for j in default.joint_params)
     assert all(w.backlash > 2 * d.backlash for w, d in zip(worn.joint_params, default.joint_params, strict=True))
     assert all(w.coulomb_friction > 2 * d.coulomb_friction for w, d in zip(worn.joint_params, default.joint_params, strict=True))
     assert heavy.physics.payload_mass > 0.1 and default.physics.payload_mass == 0
@@ -59,8 +59,8 @@ def test_profiles_differ_where_they_should():
     assert heavy.firmware == default.firmware and laggy.joint_params == default.joint_params
 
 
-def test_default_motor_matches_sts3215_at_12v():
-    joint = load_profile("default").joint("shoulder_lift")
+def test_unfitted_motor_matches_sts3215_at_12v():
+    joint = load_profile("unfitted").joint("shoulder_lift")  # the datasheet motor default.yaml is fitted from
     assert joint.stall_torque == pytest.approx(2.94, rel=0.05)
     assert joint.no_load_speed == pytest.approx(2 * 3.14159 / 6 / 0.222, rel=0.05)  # 0.222 s/60°
     assert load_profile("default").physics.supply_voltage == pytest.approx(12.0)

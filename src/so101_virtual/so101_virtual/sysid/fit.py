@@ -163,7 +163,8 @@ class _Coordinates:
         return np.clip(np.log(np.array(flat) + self.floor), self.lower, self.upper)
 
     def values(self, u: np.ndarray) -> ParameterSet:
-        flat = np.clip(np.exp(np.clip(u, self.lower, self.upper)) - self.floor, 0.0, None).tolist()
+        flat = np.exp(np.clip(u, self.lower, self.upper)) - self.floor
+        flat = np.where(flat < 1e-12, 0.0, flat).tolist()  # at the floor: zero, not a rounding residue
         out = ParameterSet({n: flat[i] for i, n in enumerate(self.arm)}, {j: {} for j in self.joint_names})
         i = len(self.arm)
         for n in self.joint:

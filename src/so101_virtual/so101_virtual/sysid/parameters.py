@@ -7,7 +7,15 @@ Few and physical, so that a few minutes of recordings determine them:
   ``firmware.acceleration_unit`` (the set-point ramp of LeRobot's Acceleration 254);
 - per arm joint (``joints.<name>``): ``stall_torque`` (motor strength: scales the loop's torque and
   the back-EMF braking, so gain and gravity sag per joint), ``coulomb_friction`` (gearbox, with
-  stiction), ``output_friction`` (output bearing, acts inside the backlash) and ``backlash``.
+  stiction), ``output_friction`` (output bearing, acts inside the backlash), ``backlash`` and
+  ``no_load_speed`` (the motor's back-EMF constant: its braking, i.e. the damping of the loop and
+  the speed limit).
+
+Motor constants stay within a physically plausible band around the STS3215's 12 V datasheet figures
+(2.94 N·m stall, 4.72 rad/s no load): ``stall_torque`` 2.2–3.7 N·m (±25 %: the spread between
+servos and gearbox efficiency), ``no_load_speed`` 2.4–9.4 rad/s (½–2×). Without the band the fit
+trades the arm-wide P scaling against the motors and can land on a 5 N·m "servo", which would
+carry payloads the real one drops and report efforts the driver misreads.
 
 The gripper is not fitted (it holds objects in many recordings; its parameters stay the base's).
 The search works in ``log(value + floor)``: multiplicative steps for strictly positive figures, and
@@ -60,10 +68,11 @@ ARM_PARAMETERS: tuple[Parameter, ...] = (
     Parameter("acceleration_unit", "firmware", 25.0, 10000.0, 0.0, "step/s²"),
 )
 JOINT_PARAMETERS: tuple[Parameter, ...] = (
-    Parameter("stall_torque", "joint", 0.3, 20.0, 0.0, "N·m"),
+    Parameter("stall_torque", "joint", 2.2, 3.7, 0.0, "N·m"),
     Parameter("coulomb_friction", "joint", 0.0, 1.5, 0.01, "N·m"),
     Parameter("output_friction", "joint", 0.0, 1.0, 0.005, "N·m"),
     Parameter("backlash", "joint", 0.0, 0.15, 0.002, "rad"),
+    Parameter("no_load_speed", "joint", 2.4, 9.4, 0.0, "rad/s"),
 )
 _BY_NAME = {p.name: p for p in (*ARM_PARAMETERS, *JOINT_PARAMETERS)}
 

@@ -82,7 +82,7 @@ def _f(default: Any, unit: str, lo: float | None, hi: float | None, doc: str, *,
         bounds["gt" if lo_open else "ge"] = lo
     if hi is not None:
         bounds["le"] = hi
-    return Field(default, description=doc, json_schema_extra={"unit": unit}, **bounds)  # type: ignore[arg-type]
+    return Field(default, description=doc, json_schema_extra={"unit": unit}, **bounds)  # type: ignore[call-overload]
 
 
 # ----------------------------------------------------------------------------------------- sections
@@ -143,7 +143,7 @@ def _optional(info: FieldInfo) -> tuple[Any, FieldInfo]:
     """The same key, bounds and meaning, left out by default (an override gives only what differs)."""
     optional = copy.copy(info)
     optional.default = None
-    return info.annotation | None, optional
+    return info.annotation | None, optional  # type: ignore[operator]  # every JointParams field is annotated
 
 
 JointOverrides: type[StrictModel] = create_model(  # type: ignore[call-overload]
@@ -380,7 +380,8 @@ def profile_from_dict(data: Mapping[str, Any], source: str = "", base: GapProfil
 def profile_to_dict(profile: GapProfile) -> dict[str, Any]:
     """Every key of ``profile`` in the YAML layout (per-joint overrides under ``joints``, in joint order)."""
     out = profile.model_dump(mode="json", exclude={"joints"})
-    joints = {n: profile.joints[n].model_dump(exclude_none=True) for n in JOINT_NAMES if n in profile.joints}
+    overrides: dict[str, StrictModel] = profile.joints
+    joints = {n: overrides[n].model_dump(exclude_none=True) for n in JOINT_NAMES if n in overrides}
     joints = {n: v for n, v in joints.items() if v}
     if joints:
         out["joints"] = joints
@@ -406,7 +407,8 @@ def _range(info: FieldInfo) -> str:
     extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
     if "range" in extra:
         return str(extra["range"])
-    lo = hi = None
+    lo: Any = None
+    hi: Any = None
     lo_open = False
     for m in info.metadata:
         if isinstance(m, annotated_types.Ge):
@@ -423,7 +425,8 @@ def _range(info: FieldInfo) -> str:
 def schema_rows() -> list[tuple[str, str, str, str, str]]:
     """(key, default, unit, range, meaning) for every profile key: the README's schema table."""
     rows = []
-    for section, cls in (*_SECTIONS.items(), ("joint_defaults / joints.<name>", JointParams)):
+    sections: list[tuple[str, type[StrictModel]]] = [*_SECTIONS.items(), ("joint_defaults / joints.<name>", JointParams)]
+    for section, cls in sections:
         for name, info in cls.model_fields.items():
             extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
             default = info.default

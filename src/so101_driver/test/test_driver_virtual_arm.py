@@ -57,7 +57,9 @@ def test_driver_reports_true_angles_and_reaches_commands(drive_modes):
 @pytest.mark.parametrize("drive_modes", [None, [1] * 6], ids=["normal", "reversed-servos"])
 def test_effort_estimate_holds_gravity_with_the_right_sign(drive_modes):
     mechanics = mechanics_for(0, drive_modes) if drive_modes else None
-    with VirtualSO101("default", "follower", mechanics=mechanics) as robot, \
+    # the datasheet arm: the fitted default's gearbox friction (~0.4 N·m on shoulder_lift) carries a
+    # share of gravity that depends on the approach, which no load-based effort estimate can know
+    with VirtualSO101("unfitted", "follower", mechanics=mechanics) as robot, \
             FeetechBus(robot.open_pty(), timeout_ms=50) as bus:
         core = DriverCore(bus, robot.calibration())
         core.start(torque_on=True)

@@ -128,6 +128,27 @@ def test_installed_shebangs_are_checked_after_the_build(stages) -> None:
     assert [expand(w, {"VIRTUAL_ENV": venv}) for w in words[script + 1:script + 3]] == [install_base, venv]
 
 
+def test_pip_keeps_setuptools_below_colcons_bound(stages) -> None:
+    # colcon-core declares setuptools<80 (setup.cfg); the venv colcon runs in gets setuptools from pip.
+    commands = [words for stage in stages for run in stage.runs() for words in shell_commands(run)]
+    bounded = {words[words.index(">") + 1] for words in commands
+               if words[0] == "echo" and ">" in words and "setuptools<80" in words}
+    installs = [words for words in commands if words[:2] == ["pip", "install"]]
+    assert installs and bounded
+    for words in installs:
+        constraints = {words[i + 1] for i, word in enumerate(words) if word == "-c"}
+        assert constraints & bounded, f"pip install without the setuptools<80 constraint: {shlex.join(words)}"
+
+
+def test_symlink_install_keeps_its_build_folder(stages) -> None:
+    (build,) = [w for w in _colcon_commands(stages) if "build" in w]
+    assert "--symlink-install" in build  # packages run from /ws/src, as CI's editable installs do
+    build_base = build[build.index("--build-base") + 1]
+    commands = [words for stage in stages for run in stage.runs() for words in shell_commands(run)]
+    removed = {word for words in commands if words[0] == "rm" for word in words[1:] if not word.startswith("-")}
+    assert build_base not in removed, "the symlinked packages live in the build folder"
+
+
 def _script(path: Path, first_line: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(first_line + "\nimport sys\n")

@@ -239,8 +239,12 @@ ROBOT_ROOT = "/so101/base_link"  # what URDFParseAndImportFile(get_articulation_
 class FakeIsaacSim:
     """Builds the fake module tree, records every call, and lets a test make the ROS 2 bridge fail."""
 
-    def __init__(self, bridge_starts: bool = True) -> None:
+    def __init__(self, bridge_starts: bool = True, bridge_registers_nodes: bool = True) -> None:
+        # bridge_starts=False: on_startup finds no ROS 2 libraries and disables the extension.
+        # bridge_registers_nodes=False: it stays enabled but get_startup_status() failed, so it returned
+        # before register_nodes() (python/impl/extension.py).
         self.bridge_starts = bridge_starts
+        self.bridge_registers_nodes = bridge_registers_nodes
         self.stage = Stage()
         self.graphs: dict[str, Graph] = {}
         self.enabled_extensions: list[str] = []
@@ -285,7 +289,9 @@ class FakeIsaacSim:
         graph = self.graphs.setdefault(graph_spec["graph_path"], Graph(
             graph_spec["graph_path"], graph_spec.get("evaluator_name", "push"), stage))
         for name, node_type in edits.get(Keys.CREATE_NODES, []):
-            if node_type not in OGN_NODES:
+            registered = node_type in OGN_NODES and (self.bridge_registers_nodes
+                                                     or not node_type.startswith(ROS2_BRIDGE + "."))
+            if not registered:
                 raise OmniGraphError(f"node type {node_type!r} is not registered")
             graph.nodes[name] = node_type
         for source, target in edits.get(Keys.CONNECT, []):

@@ -33,12 +33,15 @@ def isaac_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("ROS_DISTRO", "jazzy")
     monkeypatch.setenv("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")
     monkeypatch.setenv("LD_LIBRARY_PATH", f"/usr/lib:{tmp_path}/exts/isaacsim.ros2.bridge/jazzy/lib")
+    (tmp_path / "so101.urdf").write_text("<robot name='so101'/>\n")  # read by the (fake) importer only
+    monkeypatch.chdir(tmp_path)
     return tmp_path
 
 
-def run_main(bridge: ModuleType, fake: FakeIsaacSim, monkeypatch: pytest.MonkeyPatch, *extra: str) -> None:
+def run_main(bridge: ModuleType, fake: FakeIsaacSim, monkeypatch: pytest.MonkeyPatch, *extra: str,
+             urdf: str = "so101.urdf") -> None:
     fake.install(monkeypatch)
-    bridge.main(["--urdf", "/tmp/so101.urdf", "--headless", *extra])
+    bridge.main(["--urdf", urdf, "--headless", *extra])
 
 
 def test_graph_is_evaluated_every_physics_step(bridge, isaac_env, monkeypatch) -> None:
@@ -135,6 +138,15 @@ def test_bridge_that_disables_itself_exits_with_the_fix(bridge, isaac_env, monke
     assert fake.app_closed and not fake.graphs
 
 
+def test_bridge_without_its_nodes_exits_naming_the_graph(bridge, isaac_env, monkeypatch) -> None:
+    fake = FakeIsaacSim(bridge_registers_nodes=False)
+    with pytest.raises(SystemExit) as exit_info:
+        run_main(bridge, fake, monkeypatch)
+    message = str(exit_info.value.code)
+    assert bridge.GRAPH_PATH in message and "isaacsim.ros2.bridge.ROS2PublishJointState" in message
+    assert "\n" not in message and fake.app_closed
+
+
 @pytest.mark.parametrize("version", ["4.5.0", "5.0.0", "5.1.0-rc.19"])
 def test_supported_versions(bridge, tmp_path, version) -> None:
     (tmp_path / "VERSION").write_text(version + "\n")
@@ -166,6 +178,14 @@ def test_missing_ros_environment_stops_before_isaac_starts(bridge, isaac_env, mo
     with pytest.raises(SystemExit) as exit_info:
         run_main(bridge, fake, monkeypatch)
     assert variable in str(exit_info.value.code)
+    assert fake.app_configs == []
+
+
+def test_missing_urdf_stops_before_isaac_starts(bridge, isaac_env, monkeypatch) -> None:
+    fake = FakeIsaacSim()
+    with pytest.raises(SystemExit) as exit_info:
+        run_main(bridge, fake, monkeypatch, urdf="missing.urdf")
+    assert str(exit_info.value.code) == "so101_isaac_bridge: missing.urdf: no such URDF file"
     assert fake.app_configs == []
 
 

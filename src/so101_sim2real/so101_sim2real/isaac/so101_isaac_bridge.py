@@ -216,6 +216,15 @@ def build_bridge_graph(robot_path: str, command_topic: str, state_topic: str) ->
     """The OmniGraph of the module docstring, evaluated on every physics step."""
     import omni.graph.core as og
 
+    try:
+        _edit_bridge_graph(og, robot_path, command_topic, state_topic)
+    except Exception as exc:  # OmniGraph's own error types; Isaac's ROS 2 samples catch the same way
+        cause = " ".join(str(exc).split())
+        raise BridgeSetupError(f"building the OmniGraph {GRAPH_PATH} failed: {cause} (a ROS 2 bridge that started "
+                               "without its libraries registers no ROS2 nodes: see Isaac Sim's messages above)") from exc
+
+
+def _edit_bridge_graph(og: Any, robot_path: str, command_topic: str, state_topic: str) -> None:
     keys = og.Controller.Keys
     og.Controller.edit(
         # On Physics Step only fires in an on-demand graph (OgnOnPhysicsStep logs an error otherwise).
@@ -254,6 +263,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parse_args(argv)
     gains = DriveGains(args.kp, args.kd, args.max_force)
     try:
+        if not Path(args.urdf).is_file():
+            raise BridgeSetupError(f"{args.urdf}: no such URDF file")
         isaac_version(os.environ)
         isaac_root = os.environ["ISAAC_PATH"]
         check_ros_environment(os.environ, isaac_root)

@@ -25,7 +25,7 @@ from so101_driver.calibration import load_calibration, resolve_calibration_path
 from so101_driver.driver_core import DriverConfig, DriverCore, JointSample
 from so101_driver.errors import CommandRejected, DriverError
 
-__all__ = ["ArmNode", "DriverNode", "main", "run_node"]
+__all__ = ["ArmNode", "DriverNode", "main", "node_python_logger", "run_node"]
 
 
 class _RosLogHandler(logging.Handler):
@@ -47,6 +47,21 @@ class _RosLogHandler(logging.Handler):
             self._logger.debug(text)
 
 
+def node_python_logger(node: Node) -> tuple[logging.Logger, logging.Handler]:
+    """The Python logger for ``node``'s core and bus: its records go to the node's ROS logger only.
+
+    It does not propagate to the root logger (an application's ``logging.basicConfig``, e.g. ``so101
+    demo``, would otherwise print the bus's DEBUG lines), and its level follows the ROS logger's
+    (``--ros-args --log-level debug`` shows them).
+    """
+    pylog = logging.getLogger(f"so101_driver.node.{node.get_name()}")
+    pylog.propagate = False
+    pylog.setLevel(int(node.get_logger().get_effective_level()) or logging.INFO)
+    handler = _RosLogHandler(node)
+    pylog.addHandler(handler)
+    return pylog, handler
+
+
 class ArmNode(Node):
     """Reads one SO-101 through :class:`DriverCore` and publishes its joint states and diagnostics."""
 
@@ -56,10 +71,7 @@ class ArmNode(Node):
     def __init__(self, name: str, write_goals: bool, **kwargs: object) -> None:
         super().__init__(name, **kwargs)
         # the core's and the bus's messages go to this node's ROS logger (one Python logger per node)
-        self._pylog = logging.getLogger(f"so101_driver.node.{self.get_name()}")
-        self._pylog.setLevel(logging.DEBUG)
-        self._log_handler = _RosLogHandler(self)
-        self._pylog.addHandler(self._log_handler)
+        self._pylog, self._log_handler = node_python_logger(self)
         p = self._declare(
             port="/dev/ttyACM0", baudrate=1_000_000, calibration_file="", robot_id=f"so101_{self.role}",
             rate_hz=100.0, diagnostics_rate_hz=1.0, joint_names=list(JOINT_NAMES), timeout_ms=20.0, retries=1,

@@ -41,7 +41,7 @@ def generate_launch_description() -> LaunchDescription:
                           "calibration_file": leader_calibration}]),
         Node(package="so101_safety", executable="safety_filter", name="safety_filter", output="screen",
              parameters=[os.path.join(CONFIG, "safety.yaml")],
-             remappings=[("input", "/leader/joint_states"), ("output", "/joint_command")]),
+             remappings=[("input", "leader/joint_states"), ("output", "joint_command")]),
         Node(condition=IfCondition(LaunchConfiguration("record")),
              package="so101_recorder", executable="recorder", name="recorder", output="screen",
              parameters=[os.path.join(CONFIG, "recorder.yaml"), {"task": LaunchConfiguration("task")}]),

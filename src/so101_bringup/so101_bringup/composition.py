@@ -84,7 +84,7 @@ def teleop_graph(opts: GraphOptions) -> list[NodeSpec]:
         *robot_graph(opts),
         NodeSpec("so101_driver.leader_node:LeaderNode", "leader.yaml", leader),
         NodeSpec("so101_safety.safety_node:SafetyNode", "safety.yaml",
-                 remaps={"input": "/leader/joint_states", "output": "/joint_command"}),
+                 remaps={"input": "leader/joint_states", "output": "joint_command"}),
         *_recorder(opts),
     ]
 
@@ -96,25 +96,26 @@ def deploy_graph(opts: GraphOptions) -> list[NodeSpec]:
         source = NodeSpec("so101_bringup.motion_player_node:MotionPlayerNode", None,
                           {"motion": opts.motion, "duration": opts.motion_duration, "autostart": opts.autostart_motion,
                            "hold_start_pose": opts.hold_start_pose},
-                          remaps={"output": "/policy/joint_command"})
+                          remaps={"output": "policy/joint_command"})
     else:
         raise ValueError(f"command_source must be 'policy' or 'motion', got {opts.command_source!r}")
     chain = [source]
     if opts.compensation:
         chain.append(NodeSpec("so101_gaponet.compensator_node:CompensatorNode", "compensator.yaml",
                               {"model_path": opts.gaponet_model}))
-    safety_input = "/gaponet/joint_command" if opts.compensation else "/policy/joint_command"
+    safety_input = "gaponet/joint_command" if opts.compensation else "policy/joint_command"
     chain.append(NodeSpec("so101_safety.safety_node:SafetyNode", "safety.yaml",
-                          remaps={"input": safety_input, "output": "/joint_command"}))
+                          remaps={"input": safety_input, "output": "joint_command"}))
     return [*robot_graph(opts), *chain, *_recorder(opts)]
 
 
 class ComposedGraph:
     """Instantiate ``specs`` in one rclpy context and spin each on its own background executor thread."""
 
-    def __init__(self, specs: list[NodeSpec], config_dir: Path = CONFIG_DIR) -> None:
+    def __init__(self, specs: list[NodeSpec], config_dir: Path = CONFIG_DIR, namespace: str = "") -> None:
         self.specs = specs
         self.config_dir = config_dir
+        self.namespace = namespace  # every node (and so every relative topic) under it; "" = the root
         self.context = Context()
         self.nodes: dict[str, Node] = {}
         self._executors: list[SingleThreadedExecutor] = []
@@ -124,6 +125,8 @@ class ComposedGraph:
         args = ["--ros-args"]
         if spec.params_file:
             args += ["--params-file", str(self.config_dir / spec.params_file)]
+        if self.namespace:
+            args += ["-r", f"__ns:={self.namespace}"]
         for source, target in spec.remaps.items():
             args += ["-r", f"{source}:={target}"]
         return args

@@ -16,18 +16,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from launch import LaunchDescription  # type: ignore[import-not-found]
-from launch.actions import DeclareLaunchArgument, ExecuteProcess  # type: ignore[import-not-found]
-from launch.conditions import IfCondition  # type: ignore[import-not-found]
-from launch.substitutions import (  # type: ignore[import-not-found]
+from launch import LaunchDescription  # type: ignore[import-not-found, attr-defined, unused-ignore]
+from launch.actions import DeclareLaunchArgument, ExecuteProcess  # type: ignore[import-not-found, attr-defined, unused-ignore]
+from launch.conditions import IfCondition  # type: ignore[import-not-found, attr-defined, unused-ignore]
+from launch.substitutions import (  # type: ignore[import-not-found, attr-defined, unused-ignore]
     Command,
     EqualsSubstitution,
     LaunchConfiguration,
     PathJoinSubstitution,
 )
-from launch_ros.actions import Node  # type: ignore[import-not-found]
-from launch_ros.parameter_descriptions import ParameterValue  # type: ignore[import-not-found]
-from launch_ros.substitutions import FindPackageShare  # type: ignore[import-not-found]
+from launch_ros.actions import Node  # type: ignore[import-not-found, attr-defined, unused-ignore]
+from launch_ros.parameter_descriptions import ParameterValue  # type: ignore[import-not-found, attr-defined, unused-ignore]
+from launch_ros.substitutions import FindPackageShare  # type: ignore[import-not-found, attr-defined, unused-ignore]
 
 from so101_bringup.graphs import PACKAGE, FileText, Graph, LaunchArg, NodeDecl, ShareFile, Value, When
 

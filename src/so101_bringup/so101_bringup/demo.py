@@ -62,6 +62,11 @@ class _Monitor:
         node.create_subscription(JointState, "/joint_states", lambda m: self._store(m, self.measured), 10)
         node.create_subscription(JointState, "/policy/joint_command", lambda m: self._store(m, self.commanded), 10)
 
+    def at_commanded(self, tolerance: float = 0.25) -> bool:
+        """Every joint measured within ``tolerance`` rad of its command (the gap profile's sag included)."""
+        offset = np.abs(self.measured - self.commanded)
+        return bool(np.all(np.isfinite(offset)) and offset.max() < tolerance)
+
     @staticmethod
     def _store(msg: JointState, target: np.ndarray) -> None:
         for name, value in zip(msg.name, msg.position, strict=False):
@@ -96,7 +101,10 @@ def _run_episode(label: str, opts: GraphOptions, duration: float, print_period: 
             recorder = graph.nodes["RecorderNode"]
             # The arm first moves to the motion's start pose (the player holds it) and the recorder
             # discovers every topic; the episode then starts at rest, as a policy rollout would.
-            time.sleep(4.0)
+            topics = {"/joint_states", "/joint_command", "/policy/joint_command"}
+            if not wait_for(lambda: monitor.at_commanded() and topics <= set(recorder.subscribed), timeout=60.0):
+                raise RuntimeError(f"not ready to record: arm at {monitor.measured} for {monitor.commanded}, "
+                                   f"recorder subscribed to {sorted(recorder.subscribed)}")
             ok, message = recorder.start_episode()
             if not ok:
                 raise RuntimeError(f"recorder did not start: {message}")

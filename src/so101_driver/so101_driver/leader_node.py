@@ -1,4 +1,4 @@
-"""ROS 2 node of the SO-101 leader arm: reads it with torque off and publishes ``/leader/joint_states``.
+"""ROS 2 node of the SO-101 leader arm: reads it with torque off and publishes ``leader/joint_states``.
 
     ros2 run so101_driver leader --ros-args -p port:=/dev/ttyACM1 -p robot_id:=my_leader
 
@@ -15,13 +15,16 @@ from collections.abc import Sequence
 from so101_description.node_runner import run_node
 from so101_driver.driver_node import ArmNode
 from so101_driver.errors import DriverError
+from so101_driver.parameters import LEADER_DEFAULTS, ArmParameters
 
 __all__ = ["LeaderNode", "main"]
 
 
 class LeaderNode(ArmNode):
     role = "leader"
-    state_topic = "/leader/joint_states"
+    state_topic = "leader/joint_states"
+    parameters = ArmParameters
+    parameter_defaults = LEADER_DEFAULTS
 
     def __init__(self, **kwargs: object) -> None:
         super().__init__("so101_leader", write_goals=False, **kwargs)

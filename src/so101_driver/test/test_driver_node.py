@@ -10,7 +10,6 @@ runs the ``ideal`` gap profile; commands are checked to within its gravity sag (
 from __future__ import annotations
 
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -31,6 +30,7 @@ pytestmark = pytest.mark.slow
 CALIBRATION = Path(__file__).resolve().parents[3] / "config" / "calibration"
 TOL = 0.06  # rad: a position servo's steady-state sag under gravity
 # the virtual arm shares the CPU with the test: allow late replies (a real bus answers in ~1 ms)
+BEHAVIOUR_NS = "/driver_behaviour"
 LOADED_MACHINE = ("-p", "timeout_ms:=100.0", "-p", "retries:=2")
 
 
@@ -55,18 +55,18 @@ class VirtualArmProcess:
 class Client:
     """This process's side of the graph."""
 
-    def __init__(self, state_topic: str = "/joint_states", node_name: str = "so101_driver") -> None:
+    def __init__(self, state_topic: str = "joint_states", node_name: str = "so101_driver", namespace: str = "") -> None:
         self.context = Context()
         rclpy.init(context=self.context)
-        self.node = Node("driver_test_client", context=self.context)
+        self.node = Node("driver_test_client", namespace=namespace, context=self.context)
         self.lock = threading.Lock()
         self.states: list[JointState] = []
         self.diagnostics: dict[str, tuple[int, str, dict[str, str]]] = {}
         self.node.create_subscription(JointState, state_topic, self._on_state, 50)
         self.node.create_subscription(DiagnosticArray, "/diagnostics", self._on_diag, 50)
-        self.command_pub = self.node.create_publisher(JointState, "/joint_command", 10)
-        self.enable = self.node.create_client(Trigger, f"/{node_name}/enable_torque")
-        self.disable = self.node.create_client(Trigger, f"/{node_name}/disable_torque")
+        self.command_pub = self.node.create_publisher(JointState, "joint_command", 10)
+        self.enable = self.node.create_client(Trigger, f"{namespace}/{node_name}/enable_torque")
+        self.disable = self.node.create_client(Trigger, f"{namespace}/{node_name}/disable_torque")
         self.executor = SingleThreadedExecutor(context=self.context)
         self.executor.add_node(self.node)
         self.thread = threading.Thread(target=self.executor.spin, daemon=True)
@@ -132,85 +132,144 @@ def _driver(arm: VirtualArmProcess, *extra: str) -> NodeProcess:
         "-p", "rate_hz:=100.0", "-p", "diagnostics_rate_hz:=10.0", *LOADED_MACHINE, *extra])
 
 
-def test_driver_follows_commands_reports_faults_and_recovers(arm, client):
-    with _driver(arm) as node:
+@pytest.fixture(scope="module")
+def running(tmp_path_factory):
+    """One virtual arm, one driver node and one client for the behaviour tests below, under their own
+    namespace (the other tests' drivers never mix in); each test leaves the arm as it found it (faults
+    cleared, torque on)."""
+    arm = VirtualArmProcess(tmp_path_factory.mktemp("driver_node"))
+    client = Client(namespace=BEHAVIOUR_NS)
+    node = _driver(arm, "-r", f"__ns:={BEHAVIOUR_NS}").start()
+    try:
         assert wait_for(lambda: client.latest() is not None, timeout=30), node.output()
-        first = client.latest()
-        assert list(first.name) == list(JOINT_NAMES)
-        assert len(first.position) == len(first.velocity) == len(first.effort) == 6
-        assert first.header.stamp.sec > 0
-        rest = client.position("elbow_flex")
-        time.sleep(0.3)
-        assert abs(client.position("elbow_flex") - rest) < TOL  # torque on at start: held where it was
+        yield arm, client, node
+        assert node.alive(), node.output()
+    finally:
+        node.stop()
+        client.close()
+        arm.stop()
+    assert node.process.returncode == 0, node.log_path.read_text()
 
-        # a partial command moves the named joints; joint_states follow
-        client.command(["elbow_flex", "gripper"], [0.5, 1.2])
-        pan = client.position("shoulder_pan")
-        assert wait_for(lambda: abs(client.position("elbow_flex") - 0.5) < TOL
-                        and abs(client.position("gripper") - 1.2) < TOL, timeout=10), node.output()
-        assert abs(client.position("shoulder_pan") - pan) < TOL
 
-        # rate: about rate_hz
-        with client.lock:
-            count = len(client.states)
-        time.sleep(1.0)
-        with client.lock:
-            rate = len(client.states) - count
-        assert 60 <= rate <= 130, rate
+def _states_after(client: Client, count: int, timeout: float = 10.0) -> bool:
+    """Wait for ``count`` more joint states (the node's own clock paces them; no fixed sleep)."""
+    with client.lock:
+        target = len(client.states) + count
+    return wait_for(lambda: len(client.states) >= target, timeout=timeout)
 
-        # an unplugged servo shows in /diagnostics; the others keep working
+
+def test_joint_states_name_every_joint_with_stamped_position_velocity_effort(running):
+    _, client, _ = running
+    first = client.latest()
+    assert list(first.name) == list(JOINT_NAMES)
+    assert len(first.position) == len(first.velocity) == len(first.effort) == 6
+    assert first.header.stamp.sec > 0
+
+
+def test_torque_on_at_start_holds_the_arm(running):
+    _, client, node = running
+    rest = client.position("wrist_roll")
+    assert _states_after(client, 30), node.output()
+    assert abs(client.position("wrist_roll") - rest) < TOL
+
+
+def test_partial_command_moves_only_the_named_joints(running):
+    _, client, node = running
+    pan = client.position("shoulder_pan")
+    client.command(["elbow_flex", "gripper"], [0.5, 1.2])
+    assert wait_for(lambda: abs(client.position("elbow_flex") - 0.5) < TOL
+                    and abs(client.position("gripper") - 1.2) < TOL, timeout=10), node.output()
+    assert abs(client.position("shoulder_pan") - pan) < TOL
+
+
+def test_joint_states_are_stamped_at_rate_hz(running):
+    _, client, node = running
+    with client.lock:
+        start = len(client.states)
+    assert _states_after(client, 100), node.output()
+    with client.lock:
+        stamps = [m.header.stamp.sec + m.header.stamp.nanosec * 1e-9 for m in client.states[start:start + 100]]
+    intervals = sorted(b - a for a, b in zip(stamps, stamps[1:], strict=False))
+    assert 0.5 * 0.01 <= intervals[len(intervals) // 2] <= 2.0 * 0.01  # rate_hz:=100 (median: robust to load)
+
+
+def test_an_unplugged_servo_shows_in_diagnostics_and_the_others_keep_working(running):
+    arm, client, node = running
+    try:
         arm.fault(op="unplug", id=3)
         assert wait_for(lambda: (d := client.diag(": elbow_flex")) is not None and d[0] == 2, timeout=10)
         level, message, values = client.diag(": elbow_flex")
         assert "servo 3" in message and values["servo_id"] == "3"
-        assert client.diag(": bus")[0] == 1 and "elbow_flex" in client.diag(": bus")[1]
+        assert wait_for(lambda: client.diag(": bus")[0] == 1 and "elbow_flex" in client.diag(": bus")[1], timeout=10)
         client.command(["shoulder_pan"], [-0.3])
         assert wait_for(lambda: abs(client.position("shoulder_pan") + 0.3) < TOL, timeout=10)
-        # ... and it recovers when the servo answers again
-        arm.fault(op="plug", id=3)
-        assert wait_for(lambda: client.diag(": elbow_flex")[0] == 0, timeout=10), node.output()
-        assert wait_for(lambda: abs(client.position("elbow_flex") - 0.5) < TOL, timeout=5)
-
-        # forced error bits (overload) are decoded into the joint's diagnostics
-        arm.fault(op="error_bits", id=2, bits=32)
-        assert wait_for(lambda: "OVERLOAD" in client.diag(": shoulder_lift")[1], timeout=10)
+    finally:
         arm.fault(op="clear")
 
-        # malformed commands are rejected with a logged reason; the node keeps running
-        client.command(["elbow_flex", "wrist_flex"], [0.1])
-        client.command(["elbow_flex"], [float("nan")])
-        client.command(["elbow"], [0.1])
-        assert wait_for(lambda: node.output().count("joint_command rejected") >= 3, timeout=10), node.output()
-        out = node.output()
-        assert "2 names but 1 positions" in out and "non-finite" in out and "unknown joints" in out
-        assert node.alive()
-        client.command(["elbow_flex"], [-0.4])
-        assert wait_for(lambda: abs(client.position("elbow_flex") + 0.4) < TOL, timeout=10)
-        assert client.diag(": bus")[2]["commands_rejected"] == "3" or wait_for(
-            lambda: client.diag(": bus")[2]["commands_rejected"] == "3", timeout=5)
 
-        # torque services: off → commands no longer move the arm; on → it holds where it is
-        # (wrist_roll: gravity does not turn it, so it stays put with torque off)
+def test_a_servo_that_answers_again_recovers(running):
+    arm, client, node = running
+    client.command(["elbow_flex"], [0.4])
+    assert wait_for(lambda: abs(client.position("elbow_flex") - 0.4) < TOL, timeout=10), node.output()
+    arm.fault(op="unplug", id=3)
+    assert wait_for(lambda: client.diag(": elbow_flex")[0] == 2, timeout=10)
+    arm.fault(op="plug", id=3)
+    assert wait_for(lambda: client.diag(": elbow_flex")[0] == 0, timeout=10), node.output()
+    assert wait_for(lambda: abs(client.position("elbow_flex") - 0.4) < TOL, timeout=5)
+
+
+def test_servo_error_bits_are_decoded_in_diagnostics(running):
+    arm, client, _ = running
+    try:
+        arm.fault(op="error_bits", id=2, bits=32)
+        assert wait_for(lambda: "OVERLOAD" in client.diag(": shoulder_lift")[1], timeout=10)
+    finally:
+        arm.fault(op="clear")
+
+
+def test_malformed_commands_are_rejected_with_a_reason_and_counted(running):
+    _, client, node = running
+    before = int(client.diag(": bus")[2]["commands_rejected"])
+    client.command(["elbow_flex", "wrist_flex"], [0.1])
+    client.command(["elbow_flex"], [float("nan")])
+    client.command(["elbow"], [0.1])
+    assert wait_for(lambda: node.output().count("joint_command rejected") >= 3, timeout=10), node.output()
+    out = node.output()
+    assert "2 names but 1 positions" in out and "non-finite" in out and "unknown joints" in out
+    assert wait_for(lambda: int(client.diag(": bus")[2]["commands_rejected"]) == before + 3, timeout=5)
+    client.command(["elbow_flex"], [-0.4])  # the node keeps working
+    assert wait_for(lambda: abs(client.position("elbow_flex") + 0.4) < TOL, timeout=10)
+
+
+def test_torque_off_stops_commands_and_torque_on_holds_without_a_jump(running):
+    # wrist_roll: gravity does not turn it, so it stays put with torque off
+    _, client, node = running
+    try:
         response = client.call(client.disable)
         assert response.success, response.message
         assert wait_for(lambda: client.diag(": bus")[2]["torque_enabled"] == "False", timeout=5)
         roll = client.position("wrist_roll")
         client.command(["wrist_roll"], [roll + 1.0])
-        time.sleep(0.5)
+        assert _states_after(client, 50), node.output()
         assert abs(client.position("wrist_roll") - roll) < 0.1
         response = client.call(client.enable)
         assert response.success, response.message
-        time.sleep(0.5)
+        assert _states_after(client, 50), node.output()
         assert abs(client.position("wrist_roll") - roll) < 0.1  # no jump to the stale goal
         client.command(["wrist_roll"], [roll + 1.0])
         assert wait_for(lambda: abs(client.position("wrist_roll") - roll - 1.0) < TOL, timeout=10)
+    finally:
+        client.call(client.enable)
 
-        # torque on fails cleanly (with the reason) while a servo is missing
+
+def test_torque_on_fails_cleanly_while_a_servo_is_missing(running):
+    arm, client, _ = running
+    try:
         arm.fault(op="unplug", id=5)
         response = client.call(client.enable)
         assert not response.success and "servo 5" in response.message
+    finally:
         arm.fault(op="clear")
-    assert node.process.returncode == 0, node.log_path.read_text()
 
 
 def test_driver_releases_the_port_on_shutdown(arm, client):
@@ -247,7 +306,7 @@ def test_driver_explains_a_missing_default_calibration(arm, tmp_path):
 
 def test_leader_node_publishes_leader_joint_states(tmp_path):
     arm = VirtualArmProcess(tmp_path, role="leader")  # moved by a virtual hand
-    client = Client(state_topic="/leader/joint_states", node_name="so101_leader")
+    client = Client(state_topic="leader/joint_states", node_name="so101_leader")
     try:
         with NodeProcess("so101_driver.leader_node", [
                 "--ros-args", "-p", f"port:={arm.link}", "-p", f"calibration_file:={arm.calibration}",

@@ -53,10 +53,10 @@ class CompensatorNode(Node):
             delta_smoothing_s=float(smoothing) if smoothing is not None else None), model)
         self.joints = joints
         self.add_on_set_parameters_callback(self._on_set_parameters)
-        self._out = self.create_publisher(JointState, "/gaponet/joint_command", QoSProfile(depth=10))
+        self._out = self.create_publisher(JointState, "gaponet/joint_command", QoSProfile(depth=10))
         self._diag = self.create_publisher(DiagnosticArray, "/diagnostics", QoSProfile(depth=10))
-        self.create_subscription(JointState, "/policy/joint_command", self._on_command, QoSProfile(depth=10))
-        self.create_subscription(JointState, "/joint_states", self._on_state, qos_profile_sensor_data)
+        self.create_subscription(JointState, "policy/joint_command", self._on_command, QoSProfile(depth=10))
+        self.create_subscription(JointState, "joint_states", self._on_state, qos_profile_sensor_data)
         self.create_service(SetBool, "~/enable", self._on_enable)
         self.create_timer(float(self.get_parameter("diagnostics_period").value), self._publish_diagnostics)
         self.get_logger().info(f"compensator: {self.core.status()['mode']}" + (f", model {model_path}" if model else ""))

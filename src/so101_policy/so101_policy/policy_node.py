@@ -1,8 +1,8 @@
-"""``policy`` node: a learned policy driving ``/policy/joint_command`` at a fixed rate.
+"""``policy`` node: a learned policy driving ``policy/joint_command`` at a fixed rate.
 
-Subscribes ``/joint_states`` (sensor_msgs/JointState, rad; any joint order) and, only for the cameras
+Subscribes ``joint_states`` (sensor_msgs/JointState, rad; any joint order) and, only for the cameras
 the policy needs, the ``sensor_msgs/Image`` topics named in ``image_topics``; publishes
-``/policy/joint_command`` (JointState, rad, stamped, names = the joint spec) from a timer at
+``policy/joint_command`` (JointState, rad, stamped, names = the joint spec) from a timer at
 ``rate_hz``, and its state on ``/diagnostics``. Inference runs in a worker thread
 (:class:`so101_policy.runner.AsyncPolicyRunner`); the timer only pops the action queue.
 
@@ -34,44 +34,29 @@ from collections.abc import Sequence
 
 import numpy as np
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
-from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.node import Node
-from rclpy.parameter import Parameter
 from rclpy.qos import qos_profile_sensor_data
 from sensor_msgs.msg import Image, JointState
 from std_srvs.srv import Trigger
 
 from so101_description.joints import JOINT_NAMES, JointSpecError, reorder
+from so101_description.node_params import declare_parameters
 from so101_description.node_runner import run_node
 from so101_policy.images import image_msg_to_array, parse_image_topics
 from so101_policy.loaders import PolicyError, load_policy
+from so101_policy.parameters import DEFAULT_RATE_HZ, PolicyParameters
 from so101_policy.runner import AsyncPolicyRunner, PolicyRunner
 
 __all__ = ["PolicyNode", "main"]
 
-DEFAULT_RATE_HZ = 30.0
-
-
 class PolicyNode(Node):
     def __init__(self, **kwargs) -> None:
         super().__init__("policy", **kwargs)
-        p = self.declare_parameter
-        number = ParameterDescriptor(dynamic_typing=True)  # 30 and 30.0 both accepted
-        policy_path = p("policy_path", "").value
-        policy_kind = p("policy_kind", "auto").value
-        rate_hz = float(p("rate_hz", DEFAULT_RATE_HZ, number).value)
-        device = p("device", "cpu").value
-        image_entries = p("image_topics", Parameter.Type.STRING_ARRAY).value
-        task = p("task", "").value
-        autostart = bool(p("autostart", False).value)
-        on_miss = p("on_miss", "hold").value
-        n_action_steps = int(p("n_action_steps", 0).value)
-        refill_threshold = int(p("refill_threshold", -1).value)
-        align_chunks = bool(p("align_chunks", True).value)
-        max_age = float(p("max_observation_age_s", 0.5, number).value)
-        warmup = bool(p("warmup", True).value)
-        delay = float(p("inference_delay_s", 0.0, number).value)
-        diag_period = float(p("diagnostics_period_s", 1.0, number).value)
+        p = declare_parameters(self, PolicyParameters)
+        policy_path, policy_kind, rate_hz, device = p.policy_path, p.policy_kind, p.rate_hz, p.device
+        image_entries, task, autostart, on_miss = p.image_topics, p.task, p.autostart, p.on_miss
+        n_action_steps, refill_threshold, align_chunks = p.n_action_steps, p.refill_threshold, p.align_chunks
+        max_age, warmup, delay, diag_period = p.max_observation_age_s, p.warmup, p.inference_delay_s, p.diagnostics_period_s
 
         self.image_topics = parse_image_topics(image_entries)
         model = load_policy(policy_path, policy_kind, device)
@@ -99,9 +84,9 @@ class PolicyNode(Node):
                                         extra_latency_s=delay)
         self.policy_path = str(policy_path)
 
-        self.pub = self.create_publisher(JointState, "/policy/joint_command", 10)
+        self.pub = self.create_publisher(JointState, "policy/joint_command", 10)
         self.diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
-        self.create_subscription(JointState, "/joint_states", self._on_joint_state, 10)
+        self.create_subscription(JointState, "joint_states", self._on_joint_state, 10)
         for key, topic in self.image_topics.items():
             self.create_subscription(Image, topic, lambda msg, k=key: self._on_image(k, msg), qos_profile_sensor_data)
         self.create_service(Trigger, "~/start", self._on_start)

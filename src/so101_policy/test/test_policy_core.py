@@ -26,6 +26,7 @@ from so101_policy.loaders import (
 )
 from so101_policy.runner import AsyncPolicyRunner, PolicyRunner
 from so101_policy.tiny import DEFAULT_STEP, TINY_IMAGE_KEY, make_offset_onnx
+from so101_testing import wait_for
 
 Q = np.array([0.1, -0.2, 0.3, -0.4, 0.5, 0.6])  # rad, JOINT_NAMES order
 
@@ -241,13 +242,11 @@ class FakeModel:
         self.resets += 1
 
 
-def tick_until(runner: AsyncPolicyRunner, status: str, limit: int = 200):
-    for _ in range(limit):
-        result = runner.tick()
-        if result.status == status:
-            return result
-        time.sleep(0.005)
-    raise AssertionError(f"no {status!r} tick")
+def tick_until(runner: AsyncPolicyRunner, status: str, timeout: float = 5.0):
+    results = []
+    assert wait_for(lambda: results.append(runner.tick()) or results[-1].status == status, timeout, interval=0.005), \
+        f"no {status!r} tick"
+    return results[-1]
 
 
 def test_queue_serves_a_chunk_then_refills_with_the_latest_observation():
@@ -345,11 +344,10 @@ def test_inference_errors_are_counted_not_raised():
     with AsyncPolicyRunner(PolicyRunner(model)) as runner:
         runner.set_positions(Q)
         runner.start()
-        for _ in range(20):
-            assert runner.tick().status == "waiting"
-            time.sleep(0.005)
-        stats = runner.stats()
-        assert stats.errors >= 1 and "boom" in stats.last_error
+        statuses = []
+        assert wait_for(lambda: statuses.append(runner.tick().status) or runner.stats().errors >= 1, 5.0, 0.005)
+        assert set(statuses) == {"waiting"}  # a failed inference never yields an action
+        assert "boom" in runner.stats().last_error
 
 
 def test_stale_observation_starts_no_inference():
@@ -378,12 +376,7 @@ def test_runner_option_validation():
 
 
 def wait(predicate, timeout: float = 5.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.005)
-    return True
+    return wait_for(predicate, timeout, interval=0.005)
 
 
 # ------------------------------------------------------------------------------------- node helpers

@@ -113,11 +113,18 @@ def wait_ready(proc: NodeProcess, client: Client, timeout: float = 90.0) -> None
     assert ready and proc.alive(), f"policy node did not come up:\n{proc.output()}"
 
 
-def rate_over(client: Client, seconds: float) -> tuple[list[tuple[float, JointState]], float]:
+def window_of(client: Client, count: int, timeout: float = 30.0) -> tuple[list[tuple[float, JointState]], float]:
+    """The next ``count`` commands (waited for, no fixed sleep) and their rate from the arrival times."""
     t0 = time.monotonic()
-    time.sleep(seconds)
-    window = client.since(t0)
-    return window, len(window) / seconds
+    assert wait_for(lambda: len(client.since(t0)) >= count, timeout), f"fewer than {count} commands in {timeout} s"
+    window = client.since(t0)[:count]
+    return window, (count - 1) / (window[-1][0] - window[0][0])
+
+
+def diagnostics_after(client: Client, count: int, timeout: float = 10.0) -> bool:
+    """Wait for ``count`` more /diagnostics reports of the node (its own timer paces them)."""
+    target = len(client.diagnostics) + count
+    return wait_for(lambda: len(client.diagnostics) >= target, timeout)
 
 
 def test_act_node_start_stop_rate_and_diagnostics(tiny_act_dir):
@@ -128,13 +135,14 @@ def test_act_node_start_stop_rate_and_diagnostics(tiny_act_dir):
     try:
         proc.start()
         wait_ready(proc, client)
-        time.sleep(0.5)
-        assert client.count() == 0, "a stopped node must not publish"
+        assert wait_for(lambda: any(d.get("running") == "false" for d in client.diagnostics), 10.0)
+        assert diagnostics_after(client, 1)  # up and reporting for a while ...
+        assert client.count() == 0, "a stopped node must not publish"  # ... without a command
 
         response = client.call(client.start_cli)
         assert response.success, response.message
         assert wait_for(lambda: client.count() >= 5, 30.0), f"no commands after ~/start:\n{proc.output()}"
-        window, rate = rate_over(client, 2.0)
+        window, rate = window_of(client, 60)
         assert 20.0 <= rate <= 40.0, f"published {rate:.1f} Hz, configured 30 Hz"
         gaps = np.diff([t for t, _ in window])
         assert gaps.max() < 0.3, f"publish gap {gaps.max():.3f} s"
@@ -153,9 +161,9 @@ def test_act_node_start_stop_rate_and_diagnostics(tiny_act_dir):
         assert diag["policy_type"] == "act" and diag["chunk_size"] == "10"
 
         assert client.call(client.stop_cli).success
-        time.sleep(0.3)  # in-flight messages
+        assert diagnostics_after(client, 1)  # a report made after the stop: nothing in flight any more
         stopped_at = client.count()
-        time.sleep(0.7)
+        assert diagnostics_after(client, 2)  # a second of the node's life later ...
         assert client.count() == stopped_at, "publishing went on after ~/stop"
         assert client.call(client.start_cli).success
         assert wait_for(lambda: client.count() >= stopped_at + 5, 30.0), "no commands after the restart"
@@ -176,7 +184,7 @@ def test_slow_model_does_not_lower_the_publish_rate(tmp_path):
         proc.start()
         wait_ready(proc, client, timeout=30.0)
         assert wait_for(lambda: client.count() >= 5, 20.0), f"no commands:\n{proc.output()}"
-        window, rate = rate_over(client, 2.0)
+        window, rate = window_of(client, 100)
         assert rate >= 35.0, f"published {rate:.1f} Hz with a slow model, configured 50 Hz"
         gaps = np.diff([t for t, _ in window])
         assert gaps.max() < 0.2, f"publish gap {gaps.max():.3f} s: the slow model stalled the timer"

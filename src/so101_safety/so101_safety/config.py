@@ -177,7 +177,6 @@ class NodeOptions:
     """Settings of the node shell that the filter itself does not need."""
 
     diagnostics_period: float = 1.0  # s between the node's own /diagnostics status messages
-    gripper_status_match: str = "gripper"  # a /diagnostics status whose name or hardware_id contains this
     log_throttle: float = 2.0  # s between two log lines about rejected messages
 
     def __post_init__(self) -> None:
@@ -186,8 +185,6 @@ class NodeOptions:
             if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
                 raise SafetyConfigError(f"{name} must be a finite number > 0, got {value!r}")
             object.__setattr__(self, name, float(value))
-        if not isinstance(self.gripper_status_match, str) or not self.gripper_status_match.strip():
-            raise SafetyConfigError(f"gripper_status_match must be a non-empty string, got {self.gripper_status_match!r}")
 
 
 def split_parameters(values: Mapping[str, Any]) -> tuple[SafetyConfig, NodeOptions]:

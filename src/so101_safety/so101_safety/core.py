@@ -18,6 +18,11 @@ Guarantees, whatever the inputs (see the package README for the exact statement)
    every joint becomes the measured position at that moment (clipped) and stays there until a new
    command arrives; the output brakes onto it within the bounds of 3.
 
+When to step: the node steps on every accepted command as it arrives (the bounds of 3 use the real
+time since the previous output) and on a timer only when :meth:`SafetyFilter.tick_due` says the output
+has something to do on its own (e-stop, watchdog hold, not yet at its target). The guarantees hold for
+any sequence of ``step`` times.
+
 Reseeds happen on the first output, and after a reset or a watchdog hold (output at rest) when the
 measured position is further than ``reseed_tolerance`` from the last output.
 """
@@ -55,7 +60,7 @@ class RejectReason(enum.Enum):
 
 @dataclass(frozen=True)
 class Verdict:
-    """The outcome of :meth:`SafetyFilter.on_command` (or ``on_measured``/``on_gripper_load``)."""
+    """The outcome of :meth:`SafetyFilter.on_command` (or ``on_measured``)."""
 
     accepted: bool
     reason: RejectReason | None = None
@@ -129,8 +134,7 @@ class SafetyFilter:
         # measured state
         self._measured = [_NAN] * n
         self._measured_time = [-math.inf] * n
-        self._load_effort: tuple[float, float] | None = None  # (fraction, stamp) from joint efforts
-        self._load_reported: tuple[float, float] | None = None  # (fraction, stamp) from telemetry
+        self._load: tuple[float, float] | None = None  # (fraction of max effort, stamp) from the gripper's effort
         # command state
         self._target = [_NAN] * n  # clipped targets; NaN = take the measured position
         self._clipped = [False] * n
@@ -201,19 +205,6 @@ class SafetyFilter:
             self.stats.measured_rejected[verdict.reason.value if verdict.reason else "unknown"] += 1
         return verdict
 
-    def on_gripper_load(self, fraction: float, stamp: float) -> Verdict:
-        """A gripper load reading (fraction of its max effort) from the driver's telemetry."""
-        try:
-            value, t = abs(float(fraction)), float(stamp)
-        except (TypeError, ValueError):
-            return Verdict.reject(RejectReason.MALFORMED, f"gripper load {fraction!r} is not a number")
-        if not math.isfinite(value):
-            return Verdict.reject(RejectReason.NON_FINITE, f"gripper load {fraction!r}")
-        if not math.isfinite(t):
-            return Verdict.reject(RejectReason.BAD_STAMP, f"stamp {stamp!r}")
-        self._load_reported = (value, t)
-        return Verdict.ok()
-
     def estop(self, reason: str = "e-stop") -> None:
         """Latch the e-stop: the output freezes where it is until :meth:`reset`."""
         if not self.estopped:
@@ -241,6 +232,36 @@ class SafetyFilter:
         return True
 
     # ------------------------------------------------------------------ output
+
+    def tick_due(self, now: float, period: float) -> bool:
+        """Whether a timer tick at ``now`` should :meth:`step` (and publish): the node steps on every
+        accepted command at its arrival and ticks only for what no command brings.
+
+        Due when nothing was output yet, or when no output went out within ``period`` *and* the output
+        has something to do on its own: the e-stop or the watchdog hold is on (or due now: the command
+        or the measured state went stale), or the output has not reached its target (rate limited,
+        smoothing, a gripper limit) and no command came within ``2·period`` (the commands carry it
+        while they flow). A tick never lands just before a command of a live stream and cuts that
+        command's step short: each step sees the full time since the previous output (its dt).
+        """
+        try:
+            now, period = float(now), float(period)
+        except (TypeError, ValueError):
+            return False
+        if not math.isfinite(now) or not self.measured_known:
+            return False
+        last = self._last
+        if last is None or self._t is None:
+            return True
+        if now - self._t < period:
+            return False
+        timeout = self.config.watchdog_timeout
+        command_stale = self._command_time is None or abs(now - self._command_time) > timeout
+        measured_stale = any(abs(now - t) > timeout for t in self._measured_time)
+        if self.estopped or self._holding or command_stale or measured_stale:
+            return True
+        between_commands = self._command_time is None or abs(now - self._command_time) >= 2.0 * period
+        return bool(last.rate_limited) and between_commands
 
     def step(self, now: float) -> SafeCommand | None:
         """The command to publish at ``now`` (None before a measured state is known or for a bad ``now``)."""
@@ -325,8 +346,7 @@ class SafetyFilter:
             self._gripper_limited = False
             return
         timeout = self.config.gripper_load_timeout
-        fresh = [value for value, t in filter(None, (self._load_effort, self._load_reported)) if abs(now - t) <= timeout]
-        load = max(fresh) if fresh else None
+        load = self._load[0] if self._load is not None and abs(now - self._load[1]) <= timeout else None
         if load is not None and load > limit:
             self._gripper_limited = True
         elif load is None or load < limit - self.config.gripper_load_hysteresis:
@@ -426,7 +446,7 @@ class SafetyFilter:
             if i == self._gripper and efforts:
                 effort = _as_float(efforts[k])
                 if math.isfinite(effort):
-                    self._load_effort = (abs(effort) / self._limits[i].max_effort, t)
+                    self._load = (abs(effort) / self._limits[i].max_effort, t)
         if not used:
             return Verdict.reject(RejectReason.UNKNOWN_JOINT if not any(n in self._index for n in names)
                                   else RejectReason.NON_FINITE, "no usable joint position in the measured state")

@@ -81,8 +81,8 @@ def test_invalid_values_raise_naming_the_parameter(values, words):
 def test_node_options_are_validated():
     with pytest.raises(SafetyConfigError, match="diagnostics_period"):
         NodeOptions(diagnostics_period=0)
-    with pytest.raises(SafetyConfigError, match="gripper_status_match"):
-        NodeOptions(gripper_status_match=" ")
+    with pytest.raises(SafetyConfigError, match="log_throttle"):
+        NodeOptions(log_throttle=-1.0)
 
 
 def test_parameter_file_errors(tmp_path):

@@ -8,8 +8,10 @@ going backwards). After every step the output is checked against the guarantees 
 
 from __future__ import annotations
 
+import copy
 import math
 
+import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
@@ -123,9 +125,11 @@ class FilterMachine(RuleBasedStateMachine):
                     i = JOINT_NAMES.index(name)
                     self.measured[i], self.measured_time[i] = p, self.now
 
-    @rule(load=st.one_of(st.floats(0.0, 1.0), any_float))
-    def gripper_load(self, load: float) -> None:
-        self.f.on_gripper_load(load, self.now)
+    @rule(position=st.floats(-4.0, 4.0), effort=st.one_of(st.floats(-4.0, 4.0), any_float))
+    def gripper_effort(self, position: float, effort: float) -> None:
+        """The gripper's load arrives as its effort in a joint state (N·m, any sign, or garbage)."""
+        if self.f.on_measured(["gripper"], [position], [], [effort], self.now).accepted:
+            self.measured[5], self.measured_time[5] = position, self.now
 
     @rule()
     def estop(self) -> None:
@@ -152,6 +156,20 @@ class FilterMachine(RuleBasedStateMachine):
         if measure and self.prev is not None:
             self.measure_all(list(self.prev.positions))
         self.step()
+
+    @rule(period=st.sampled_from([0.005, 0.01, 0.03]))
+    def timer(self, period: float) -> None:
+        """The node's timer: it steps only when ``tick_due``. When it skips a tick a period or more after
+        the last output and no command came within two periods (the next command's step carries the
+        output while they flow), stepping then would not have moved the output: skipping loses nothing."""
+        commands_flow = self.command_time is not None and abs(self.now - self.command_time) < 2 * period
+        if self.f.tick_due(self.now, period):
+            self.step()
+        elif (self.prev is not None and self.now - self.prev.stamp >= period and self.f.measured_known
+              and not commands_flow):
+            probe = copy.deepcopy(self.f).step(self.now)
+            assert probe is not None and not probe.holding and not probe.estopped
+            assert probe.positions == pytest.approx(self.prev.positions, abs=POS_TOL)
 
     @rule()
     def step(self) -> None:

@@ -43,9 +43,11 @@ from std_srvs.srv import Trigger
 
 from so101_description.joints import JOINT_NAMES, JointSpecError, reorder
 from so101_description.node_runner import run_node
+from so101_policy.diagnostics import NodeCounters, PolicyDiagnostics
 from so101_policy.images import image_msg_to_array, parse_image_topics
-from so101_policy.loaders import PolicyError, load_policy
+from so101_policy.loading import load_policy
 from so101_policy.runner import AsyncPolicyRunner, PolicyRunner
+from so101_policy.spec import PolicyError
 
 __all__ = ["PolicyNode", "main"]
 
@@ -112,7 +114,7 @@ class PolicyNode(Node):
         self.bad_joint_states = 0
         self.bad_images = 0
         self._images_seen: set[str] = set()
-        self._last_reported = (0, 0)  # (missed, errors) at the previous diagnostics message
+        self.diagnostics = PolicyDiagnostics(spec, rate_hz, self.runner.n_action_steps, max_age)
         if autostart:
             self.runner.start()
         d = self.runner.describe()
@@ -169,42 +171,12 @@ class PolicyNode(Node):
 
     # ---------------------------------------------------------------- diagnostics
     def _publish_diagnostics(self) -> None:
-        s = self.runner.stats()
-        status = DiagnosticStatus()
-        status.name = f"{self.get_name()}: policy"
-        status.hardware_id = self.policy_path
         missing_images = [k for k in self.image_topics if k not in self._images_seen]
-        new_misses = s.missed - self._last_reported[0]
-        new_errors = s.errors - self._last_reported[1]
-        self._last_reported = (s.missed, s.errors)
-        if not s.running:
-            status.level, status.message = DiagnosticStatus.OK, "stopped"
-        elif new_errors:
-            status.level, status.message = DiagnosticStatus.ERROR, f"inference failing: {s.last_error}"
-        elif s.observation_age_s == float("inf"):
-            status.level, status.message = DiagnosticStatus.WARN, "waiting for /joint_states"
-        elif missing_images:
-            status.level, status.message = DiagnosticStatus.WARN, f"waiting for images {missing_images}"
-        elif self.runner.max_observation_age_s > 0 and s.observation_age_s > self.runner.max_observation_age_s:
-            status.level, status.message = DiagnosticStatus.WARN, f"/joint_states stale ({s.observation_age_s:.2f} s)"
-        elif new_misses:
-            status.level, status.message = DiagnosticStatus.WARN, f"inference late: {new_misses} missed tick(s)"
-        else:
-            status.level, status.message = DiagnosticStatus.OK, "running"
-        values = {
-            "running": s.running, "rate_hz": self.rate_hz, "published": self.published,
-            "queue_depth": s.queue_depth, "inference_pending": s.pending,
-            "inference_latency_last_ms": f"{s.latency_last_ms:.2f}", "inference_latency_p50_ms": f"{s.latency_p50_ms:.2f}",
-            "inference_latency_p99_ms": f"{s.latency_p99_ms:.2f}", "inference_latency_max_ms": f"{s.latency_max_ms:.2f}",
-            "inferences": s.inferences, "inference_errors": s.errors, "missed_ticks": s.missed,
-            "waiting_ticks": s.waiting, "ticks": s.ticks, "dropped_stale_actions": s.dropped_stale,
-            "observation_age_s": f"{s.observation_age_s:.3f}", "bad_joint_states": self.bad_joint_states,
-            "bad_images": self.bad_images, "last_error": s.last_error,
-            "policy_type": self.runner.spec.policy_type, "policy_kind": self.runner.spec.kind,
-            "chunk_size": self.runner.spec.chunk_size, "n_action_steps": self.runner.n_action_steps,
-        }
-        status.values = [KeyValue(key=k, value=str(v).lower() if isinstance(v, bool) else str(v))
-                         for k, v in values.items()]
+        counters = NodeCounters(self.published, self.bad_joint_states, self.bad_images)
+        report = self.diagnostics.report(self.runner.stats(), counters, missing_images)
+        status = DiagnosticStatus(name=f"{self.get_name()}: policy", hardware_id=self.policy_path,
+                                  level=bytes([int(report.level)]), message=report.message,
+                                  values=[KeyValue(key=k, value=v) for k, v in report.values.items()])
         msg = DiagnosticArray()
         msg.header.stamp = self.get_clock().now().to_msg()
         msg.status = [status]

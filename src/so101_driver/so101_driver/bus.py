@@ -17,6 +17,15 @@ here with the shared :mod:`so101_driver.protocol` instead, for reasons worth kno
   separately and waits for it to drain): one hand-over to the adapter per control cycle.
 - A broadcast PING has every servo answer; the SDK has no call for it (LeRobot writes its own too).
 
+Deadlines. A reply is due within its wire time (10 bits per byte at the line's rate: ~0.2 ms for
+a feedback reply at 1 Mbaud) plus ``timeout_ms`` for the adapter's and the OS's latency. A SYNC_READ
+also ends early once the servos that answer have answered: when replies have started to flow and the
+line then stays quiet for ``reply_gap_ms``, the servos still missing are not coming (a dropped reply
+or an unplugged servo costs that gap, not the whole deadline), and a retry of the servos still missing
+waits at most twice the latency the first reply showed plus that gap (the line's latency was just
+measured: a servo that does not answer within it is not coming either). Every retry, timeout and malformed
+packet is counted in :attr:`FeetechBus.counters` (the driver reports them per second).
+
 The SDK's packet timeout is patched as LeRobot does (``tx_time_per_byte·(n + 3) + timeout_ms``),
 which fixes the SDK's too-short timeout for long replies, and its ``readPort`` waits for data
 (``select``, ≤ 1 ms) instead of letting the receive loop spin a core (see ``_waiting_read_port``).
@@ -52,12 +61,16 @@ from so101_driver.control_table import (
 )
 from so101_driver.errors import BusError, BusTimeout, CorruptPacket, PortError, ServoError
 
-__all__ = ["FeetechBus", "Feedback", "ScanResult", "DEFAULT_TIMEOUT_MS", "DEFAULT_RETRIES"]
+__all__ = ["FeetechBus", "Feedback", "ScanResult", "BusCounters", "DEFAULT_TIMEOUT_MS", "DEFAULT_RETRIES",
+           "DEFAULT_REPLY_GAP_MS"]
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT_MS = 50.0  # LeRobot's figure: USB serial adapters add up to a latency-timer tick
 DEFAULT_RETRIES = 2  # extra tries after the first
+# silence that ends a SYNC_READ once replies flowed: ~15 feedback replies' wire time at 1 Mbaud, and
+# more than a USB full-speed frame (1 ms) by which an adapter may split one burst of replies
+DEFAULT_REPLY_GAP_MS = 3.0
 _STATUS_OVERHEAD = 6  # FF FF ID LEN ERR ... CHK
 _FB_ADDR, _FB_LEN = FEEDBACK_BLOCK
 RegisterLike = Register | str
@@ -118,6 +131,19 @@ class Feedback:
         return decode_error_bits(self.status | self.error)
 
 
+@dataclass
+class BusCounters:
+    """What went wrong on the bus since it was created (monotonic counts; the driver turns them into rates)."""
+
+    transactions: int = 0  # requests sent (a retry is a new request)
+    retries: int = 0  # requests repeated because a reply was missing, malformed or flagged
+    timeouts: int = 0  # replies that did not arrive by their deadline (one per servo per request)
+    corrupt: int = 0  # malformed replies (bad checksum or length, cut short)
+
+    def snapshot(self) -> BusCounters:
+        return BusCounters(self.transactions, self.retries, self.timeouts, self.corrupt)
+
+
 @dataclass(frozen=True)
 class ScanResult:
     servo_id: int
@@ -135,15 +161,20 @@ class FeetechBus:
     """A Feetech bus on one serial port (protocol 0: STS/SMS, little-endian)."""
 
     def __init__(self, port: str, baudrate: int = 1_000_000, timeout_ms: float = DEFAULT_TIMEOUT_MS,
-                 retries: int = DEFAULT_RETRIES, log: logging.Logger | None = None) -> None:
+                 retries: int = DEFAULT_RETRIES, log: logging.Logger | None = None,
+                 reply_gap_ms: float = DEFAULT_REPLY_GAP_MS) -> None:
         if retries < 0:
             raise ValueError(f"retries must be >= 0, got {retries}")
         if timeout_ms <= 0:
             raise ValueError(f"timeout_ms must be > 0, got {timeout_ms}")
+        if reply_gap_ms <= 0:
+            raise ValueError(f"reply_gap_ms must be > 0, got {reply_gap_ms}")
         self.port = port
         self.baudrate = baudrate
         self.timeout_ms = float(timeout_ms)
         self.retries = retries
+        self.reply_gap_ms = float(reply_gap_ms)
+        self.counters = BusCounters()
         self.log = log or logger  # a node passes its own, so composed nodes keep their messages apart
         self._handler = scs.PacketHandler(0)
         self._port: Any = None
@@ -256,6 +287,8 @@ class FeetechBus:
         with self._lock:
             for attempt in range(1, tries + 1):
                 _discard_input(port)
+                self.counters.transactions += 1
+                self.counters.retries += attempt > 1
                 try:
                     with _os_errors_as_port_errors(self.port, what):
                         value, comm, error = op()
@@ -265,6 +298,10 @@ class FeetechBus:
                     self.last_error[servo_id] = error
                     if not error or not strict:
                         return value
+                elif comm == scs.COMM_RX_TIMEOUT:
+                    self.counters.timeouts += 1
+                elif comm == scs.COMM_RX_CORRUPT:
+                    self.counters.corrupt += 1
                 self.log.debug("%s on servo %d failed (try %d/%d): %s", what, servo_id, attempt, tries,
                              _describe(self._handler, comm, error))
         raise self._failure(servo_id, tries, comm, error, what)
@@ -367,11 +404,11 @@ class FeetechBus:
         return feedback
 
     def sync_read_feedback_partial(self, ids: Sequence[int], goals: Mapping[int, int] | None = None,
-                                   ) -> tuple[dict[int, Feedback], dict[int, BusError]]:
+                                   retries: int | None = None) -> tuple[dict[int, Feedback], dict[int, BusError]]:
         """Like :meth:`sync_read_feedback`, but returns what arrived and a failure per missing servo.
 
-        Servos that did not answer are asked again (one SYNC_READ for all of them) up to
-        :attr:`retries` times. Replies with error bits are kept (``Feedback.error``): they carry data.
+        Servos that did not answer are asked again (one SYNC_READ for all of them) up to ``retries``
+        times (default :attr:`retries`; 0 for a single probe). Replies with error bits are kept (``Feedback.error``): they carry data.
         ``goals`` (servo id → Goal_Position): their SYNC_WRITE goes out in the same port write, just
         before the first SYNC_READ (the driver's cycle: one wake-up of the line instead of two).
         """
@@ -380,27 +417,37 @@ class FeetechBus:
         missing = list(dict.fromkeys(ids))
         corrupt = 0
         tries = 0
+        max_retries = self.retries if retries is None else retries
         prefix = _sync_write_packet(Register.Goal_Position, goals) if goals else b""
+        allowance_ms = self.timeout_ms
         with self._lock:
-            while missing and tries <= self.retries:
+            while missing and tries <= max_retries:
                 tries += 1
+                self.counters.transactions += 1
+                self.counters.retries += tries > 1
                 with _os_errors_as_port_errors(self.port, "sync read"):
-                    replies, corrupt = self._sync_read_once(port, missing, prefix)
+                    replies, corrupt, latency_s = self._sync_read_once(port, missing, prefix, allowance_ms)
+                if latency_s is not None:
+                    allowance_ms = min(allowance_ms, 2000.0 * latency_s + self.reply_gap_ms)
+                self.counters.corrupt += corrupt
                 prefix = b""
                 for servo_id, (data, error) in replies.items():
                     feedback[servo_id] = Feedback.from_block(data, error)
                     self.last_error[servo_id] = error
                 missing = [i for i in missing if i not in replies]
+                self.counters.timeouts += len(missing)
                 if missing:
                     self.log.debug("sync read: no reply from %s (try %d/%d, %d corrupt packets)",
-                                 missing, tries, self.retries + 1, corrupt)
+                                 missing, tries, max_retries + 1, corrupt)
         failures: dict[int, BusError] = {}
         for servo_id in missing:
             failures[servo_id] = (CorruptPacket(servo_id, tries, "sync read of the feedback block") if corrupt
                                   else BusTimeout(servo_id, tries, "sync read of the feedback block"))
         return feedback, failures
 
-    def _sync_read_once(self, port: Any, ids: Sequence[int], prefix: bytes = b"") -> tuple[dict[int, tuple[bytes, int]], int]:
+    def _sync_read_once(self, port: Any, ids: Sequence[int], prefix: bytes, allowance_ms: float,
+                        ) -> tuple[dict[int, tuple[bytes, int]], int, float | None]:
+        """One SYNC_READ: the replies that came, the malformed packet count, the first byte's latency (s)."""
         request = prefix + protocol.encode_instruction(protocol.BROADCAST_ID, protocol.Instruction.SYNC_READ,
                                                        bytes((_FB_ADDR, _FB_LEN, *ids)))
         _discard_input(port)
@@ -408,16 +455,26 @@ class FeetechBus:
             raise PortError(f"sync read: {len(request)}-byte request not written")
         wanted = set(ids)
         reply_bytes = len(ids) * (_STATUS_OVERHEAD + _FB_LEN)
-        deadline = time.monotonic() + self._timeout_s(reply_bytes)
+        sent = time.monotonic()
+        deadline = sent + self._timeout_s(reply_bytes, allowance_ms)
+        first_byte: float | None = None
         replies: dict[int, tuple[bytes, int]] = {}
         parser = protocol.PacketParser("status")
+        gap = self.reply_gap_ms / 1000.0
+        last_rx: float | None = None  # once replies flow, a quiet line means the rest are not coming
         while wanted and (remaining := deadline - time.monotonic()) > 0:
-            chunk = _read_available(port, remaining)
+            wait = remaining if last_rx is None else min(remaining, last_rx + gap - time.monotonic())
+            if wait <= 0:
+                break
+            chunk = _read_available(port, wait)
+            if chunk:
+                last_rx = time.monotonic()
+                first_byte = first_byte if first_byte is not None else last_rx - sent
             for packet in parser.feed(chunk):
                 if isinstance(packet, protocol.StatusPacket) and packet.servo_id in wanted and len(packet.params) >= _FB_LEN:
                     replies[packet.servo_id] = (bytes(packet.params[:_FB_LEN]), packet.error)
                     wanted.discard(packet.servo_id)
-        return replies, _corrupt_count(parser)
+        return replies, _corrupt_count(parser), first_byte
 
     # --- discovery ------------------------------------------------------------------------------
 
@@ -496,10 +553,10 @@ class FeetechBus:
 
     # --- helpers --------------------------------------------------------------------------------
 
-    def _timeout_s(self, reply_bytes: int) -> float:
-        """LeRobot's packet timeout for ``reply_bytes`` of replies, in seconds."""
+    def _timeout_s(self, reply_bytes: int, allowance_ms: float | None = None) -> float:
+        """LeRobot's packet timeout for ``reply_bytes`` of replies, in seconds (wire time + ``timeout_ms``)."""
         tx_ms = self._port.tx_time_per_byte if self._port is not None else 0.01
-        return (tx_ms * (reply_bytes + 3) + self.timeout_ms) / 1000.0
+        return (tx_ms * (reply_bytes + 3) + (self.timeout_ms if allowance_ms is None else allowance_ms)) / 1000.0
 
 
 def _patched_set_packet_timeout(bus: FeetechBus) -> Callable[[Any, int], None]:
@@ -567,9 +624,12 @@ def _read_available(port: Any, wait_s: float) -> bytes:
     if not ready:
         return b""
     try:  # pyserial opens the port non-blocking: take everything there is in one system call
-        return os.read(fd, 4096)
+        data = os.read(fd, 4096)
     except BlockingIOError:
         return b""
+    if not data:  # readable yet empty: end of file, the device is gone (what pyserial reports the same way)
+        raise OSError("device reports readiness to read but returned no data (device disconnected?)")
+    return data
 
 
 def _corrupt_count(parser: protocol.PacketParser) -> int:

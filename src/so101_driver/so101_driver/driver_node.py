@@ -3,8 +3,9 @@
     ros2 run so101_driver driver --ros-args -p port:=/dev/ttyACM0 -p robot_id:=my_arm
 
 A plain node (not a lifecycle node): it opens the port and reads the arm in its constructor (a
-port or calibration problem ends the process with a clear message and exit code 1) and releases the
-port when it is destroyed (Ctrl-C / SIGTERM). Logic lives in :class:`DriverCore`; parameters: README.
+calibration problem ends the process with a clear message and exit code 1; a port that is not there
+yet is waited for, with ERROR on ``/diagnostics`` and a log line, and reopened the same way when it is
+lost) and releases the port when it is destroyed (Ctrl-C / SIGTERM). Logic lives in :class:`DriverCore`; parameters: README.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import logging
 import sys
 from collections.abc import Sequence
+from dataclasses import fields, replace
 
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rclpy.node import Node
@@ -20,12 +22,17 @@ from std_srvs.srv import Trigger
 
 from so101_description.joints import JOINT_NAMES
 from so101_description.node_runner import run_node
-from so101_driver.bus import FeetechBus
+from so101_driver.bus import DEFAULT_REPLY_GAP_MS, FeetechBus
 from so101_driver.calibration import load_calibration, resolve_calibration_path
 from so101_driver.driver_core import DriverConfig, DriverCore, JointSample
 from so101_driver.errors import CommandRejected, DriverError
 
 __all__ = ["ArmNode", "DriverNode", "main", "run_node"]
+
+# DriverConfig fields that are node parameters of the same name (defaults from the dataclass)
+_HEALTH_PARAMETERS = ("temperature_warn_c", "voltage_warn_min_v", "voltage_warn_max_v", "voltage_sag_warn_fraction",
+                      "current_warn_a", "fault_warn_per_s", "fault_error_per_s", "rate_warn_fraction",
+                      "rate_error_fraction")
 
 
 class _RosLogHandler(logging.Handler):
@@ -63,6 +70,7 @@ class ArmNode(Node):
         p = self._declare(
             port="/dev/ttyACM0", baudrate=1_000_000, calibration_file="", robot_id=f"so101_{self.role}",
             rate_hz=100.0, diagnostics_rate_hz=1.0, joint_names=list(JOINT_NAMES), timeout_ms=20.0, retries=1,
+            reply_gap_ms=DEFAULT_REPLY_GAP_MS,
         )
         if p["rate_hz"] <= 0 or p["diagnostics_rate_hz"] <= 0:
             raise DriverError("rate_hz and diagnostics_rate_hz must be > 0")
@@ -72,8 +80,12 @@ class ArmNode(Node):
         path = resolve_calibration_path(p["calibration_file"], p["robot_id"], self.role, p["port"])
         calibration = load_calibration(path)
         self.get_logger().info(f"calibration {path}; bus {p['port']} at {p['baudrate']} baud")
-        bus = FeetechBus(p["port"], p["baudrate"], timeout_ms=p["timeout_ms"], retries=p["retries"], log=self._pylog)
-        self.core = DriverCore(bus, calibration, names, self._core_config(write_goals), log=self._pylog)
+        bus = FeetechBus(p["port"], p["baudrate"], timeout_ms=p["timeout_ms"], retries=p["retries"], log=self._pylog,
+                         reply_gap_ms=p["reply_gap_ms"])
+        health = self._declare(**{f.name: f.default for f in fields(DriverConfig) if f.name in _HEALTH_PARAMETERS})
+        config = replace(self._core_config(write_goals), rate_hz=float(p["rate_hz"]),
+                         **{k: float(v) for k, v in health.items()})
+        self.core = DriverCore(bus, calibration, names, config, log=self._pylog)
         self.state_pub = self.create_publisher(JointState, self.state_topic, 10)
         self.diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
         try:
@@ -145,7 +157,10 @@ class DriverNode(ArmNode):
 
     def start_core(self) -> None:
         self.core.start(torque_on=self._torque_on_start)
-        self.get_logger().info(f"driver running, torque {'on' if self.core.torque_enabled else 'off'}")
+        if self.core.bus_error:
+            self.get_logger().error(f"waiting for {self.core.bus.port}: {self.core.bus_error}")
+        else:
+            self.get_logger().info(f"driver running, torque {'on' if self.core.torque_enabled else 'off'}")
 
     def _on_command(self, msg: JointState) -> None:
         try:

@@ -261,3 +261,21 @@ def test_leader_node_publishes_leader_joint_states(tmp_path):
     finally:
         client.close()
         arm.stop()
+
+
+def test_driver_waits_for_a_port_that_appears_later(tmp_path, client):
+    link = tmp_path / "arm"  # what VirtualArmProcess(tmp_path) will create, not there yet
+    calibration = CALIBRATION / "virtual_follower.json"
+    with NodeProcess("so101_driver.driver_node", [
+            "--ros-args", "-p", f"port:={link}", "-p", f"calibration_file:={calibration}",
+            "-p", "diagnostics_rate_hz:=10.0", *LOADED_MACHINE]) as node:
+        assert wait_for(lambda: (client.diag(": bus") or (0, ""))[1].startswith("port failing"), timeout=30), \
+            node.output()
+        assert client.diag(": bus")[0] == 2 and "waiting for the port" in client.diag(": bus")[1]
+        assert f"waiting for {link}" in node.output() and node.alive()
+        arm = VirtualArmProcess(tmp_path)
+        try:
+            assert wait_for(lambda: client.latest() is not None, timeout=30), node.output()
+            assert wait_for(lambda: client.diag(": bus")[0] == 0, timeout=30), client.diag(": bus")
+        finally:
+            arm.stop()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 import warnings
 from pathlib import Path
 
@@ -68,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
                                    delta_bound=args.delta_bound, delta_slew=args.delta_slew,
                                    delta_smoothing_s=args.delta_smoothing, delta_l2=args.delta_l2)
     except (DatasetError, TrainingError, ModelFileError, RuntimeError) as err:
-        print(f"error: {err}")
+        print(f"so101 train-gaponet: error: {err}", file=sys.stderr)
         return 1
     print(f"wrote {args.out} ({file_format}, {args.out.stat().st_size} bytes): validation loss "
           f"{figures['initial_validation_loss']:.4f} → {figures['validation_loss']:.4f}, "

@@ -10,6 +10,7 @@ state (ASAP-style delta action: the sim is driven with ``command + Δ``).
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from tqdm import tqdm
@@ -119,7 +120,7 @@ def run(args: argparse.Namespace) -> int:
     if args.isaac:
         args.sim = "isaac"
     if args.out.exists():
-        print(f"so101 replay: output {args.out} already exists; choose a new path")
+        print(f"so101 replay: error: output {args.out} already exists; choose a new path", file=sys.stderr)
         return 2
     try:
         source = load_source(args)
@@ -138,7 +139,7 @@ def run(args: argparse.Namespace) -> int:
             write_replay_bag(args.out, source, applied, state, args.sim_command_topic, args.sim_state_topic,
                              robot_id=f"{args.sim}_so101", notes=f"so101 replay of {source.metadata}")
     except (ReplayError, MujocoSimError) as err:
-        print(f"so101 replay: {err}")
+        print(f"so101 replay: error: {err}", file=sys.stderr)
         return 1
     print(f"so101 replay: {source.name}: {len(state)} sim samples over {state.duration:.2f} s -> {args.out}")
     return 0

@@ -48,7 +48,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="one episode only (shipped GapONet model) instead of baseline → train → compensated")
     parser.add_argument("--no-compensation", action="store_true", help="with --single: policy straight into safety")
     parser.add_argument("--gaponet-model", type=Path, default=None,
-                        help="with --single: this compensator model instead of the shipped one")
+                        help="with --single: this compensator model instead of the shipped one (ONNX, or "
+                             "TorchScript: that is code, torch.jit.load runs it; use only files you trust)")
     parser.add_argument("--epochs", type=int, default=30, help="GapONet training epochs in the loop (default 30)")
     parser.add_argument("--print-period", type=float, default=0.5, help="seconds between live joint-state lines")
     parser.add_argument("--no-analysis", action="store_true", help="stop after recording (no replay/pair/report)")

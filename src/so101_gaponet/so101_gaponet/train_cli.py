@@ -11,6 +11,8 @@ import numpy as np
 
 __all__ = ["add_arguments", "run", "train_and_export"]
 
+TORCHSCRIPT_SUFFIXES = (".pt", ".pth", ".ts")  # any other suffix gets ONNX, the data-only format
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dataset", action="append", required=True, type=Path, help="paired dataset folder (repeatable)")
@@ -28,7 +30,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--delta-l2", type=float, default=0.05, help="weight of the L2 penalty pulling Δ toward 0 (default 0.05)")
     parser.add_argument("--out", type=Path, required=True, help="model file to write, e.g. models/NAME.onnx")
     parser.add_argument("--format", choices=("onnx", "torchscript"), default=None,
-                        help="file format (default: from the suffix: .onnx → onnx, else torchscript)")
+                        help="file format (default: from the suffix: .pt/.pth/.ts → torchscript, else onnx). "
+                             "ONNX is data; TorchScript files are code (torch.jit.load runs them), shared ones "
+                             "are a risk to whoever loads them")
 
 
 def train_and_export(datasets: list[Path], out: Path, file_format: str, **settings: object) -> dict[str, float]:
@@ -62,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
     from so101_gaponet.paired_data import DatasetError
     from so101_gaponet.train import TrainingError
 
-    file_format = args.format or ("onnx" if args.out.suffix == ".onnx" else "torchscript")
+    file_format = args.format or ("torchscript" if args.out.suffix in TORCHSCRIPT_SUFFIXES else "onnx")
     try:
         figures = train_and_export(args.dataset, args.out, file_format, arch=args.arch, history=args.history,
                                    horizon=args.horizon, epochs=args.epochs, hidden=args.hidden, seed=args.seed,

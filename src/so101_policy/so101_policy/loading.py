@@ -37,8 +37,14 @@ def detect_kind(path: str | os.PathLike[str]) -> str:
                           f"({', '.join(TORCHSCRIPT_SUFFIXES)}); or set policy_kind explicitly")
 
 
-def load_policy(path: str | os.PathLike[str], kind: str = "auto", device: str = "cpu") -> PolicyModel:
-    """Load the policy at ``path`` (``kind``: auto | lerobot | onnx | torchscript)."""
+def load_policy(path: str | os.PathLike[str], kind: str = "auto", device: str = "cpu", *,
+                trust_remote_code: bool = False, allow_network: bool = False) -> PolicyModel:
+    """Load the policy at ``path`` (``kind``: auto | lerobot | onnx | torchscript).
+
+    Trust model (:mod:`so101_policy.trust`): a LeRobot folder is refused when its processors name code
+    outside LeRobot unless ``trust_remote_code``; loading is offline unless ``allow_network``. A
+    TorchScript file is code (``torch.jit.load`` runs it): pass only files you trust; prefer ONNX.
+    """
     if not str(path):
         raise PolicyLoadError("no policy path given (parameter policy_path is empty)")
     p = Path(path).expanduser()
@@ -47,7 +53,7 @@ def load_policy(path: str | os.PathLike[str], kind: str = "auto", device: str = 
     if kind == "auto":
         kind = detect_kind(p)
     if kind == "lerobot":
-        return load_lerobot(p, device=device)
+        return load_lerobot(p, device=device, trust_remote_code=trust_remote_code, allow_network=allow_network)
     if kind == "torchscript":
         return load_torchscript(p, device=device)
     if kind == "onnx":

@@ -8,7 +8,8 @@ the policy needs, the ``sensor_msgs/Image`` topics named in ``image_topics``; pu
 
 Parameters
 ----------
-policy_path (str)            LeRobot ``pretrained_model`` dir, TorchScript or ONNX file
+policy_path (str)            LeRobot ``pretrained_model`` dir, ONNX file or TorchScript file (TorchScript is code:
+                             ``torch.jit.load`` runs it; load only files you trust, prefer ONNX)
 policy_kind (str)            auto | lerobot | torchscript | onnx
 rate_hz (float)              control/publish rate (0: the policy's own rate from its metadata, else 30)
 device (str)                 torch device for LeRobot/TorchScript (cpu, cuda, cuda:0)
@@ -23,6 +24,8 @@ max_observation_age_s (float) no new inference on a joint state older than this 
 warmup (bool)                run one inference on a neutral observation at load time
 inference_delay_s (float)    extra delay after each inference (tests/demos: simulates a slow model)
 diagnostics_period_s (float) period of ``/diagnostics`` messages
+trust_remote_code (bool)     let a LeRobot folder's processors name classes outside LeRobot (runs their code)
+allow_network (bool)         let loading reach the Hugging Face hub (default: forced offline)
 
 Services: ``~/start``, ``~/stop`` (std_srvs/Trigger).
 """
@@ -74,9 +77,12 @@ class PolicyNode(Node):
         warmup = bool(p("warmup", True).value)
         delay = float(p("inference_delay_s", 0.0, number).value)
         diag_period = float(p("diagnostics_period_s", 1.0, number).value)
+        trust_remote_code = bool(p("trust_remote_code", False).value)
+        allow_network = bool(p("allow_network", False).value)
 
         self.image_topics = parse_image_topics(image_entries)
-        model = load_policy(policy_path, policy_kind, device)
+        model = load_policy(policy_path, policy_kind, device, trust_remote_code=trust_remote_code,
+                            allow_network=allow_network)
         spec = model.spec
         # only the cameras the policy wants; a needed one that is not mapped is an error
         spec.require_images(list(self.image_topics))

@@ -45,7 +45,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     source.add_argument("--sage-real", type=Path, help="SAGE real run folder (output/real/<robot>/<source>/<motion>)")
     parser.add_argument("--out", type=Path, required=True, help="output bag folder, or SAGE sim run folder with --format sage")
     parser.add_argument("--format", choices=("bag", "sage"), default="bag", help="output format (default: bag)")
-    parser.add_argument("--delta-model", type=Path, help="GapONet model file (ONNX/TorchScript): drive the sim with command + Δ")
+    parser.add_argument("--delta-model", type=Path, help="GapONet model file (ONNX/TorchScript): drive the sim with command + Δ. "
+                        "TorchScript files are code (torch.jit.load runs them): use only ones you trust; prefer ONNX")
     parser.add_argument("--command-topic", default=COMMAND_TOPIC, help=f"command topic in --bag (default {COMMAND_TOPIC})")
     parser.add_argument("--state-topic", default=STATE_TOPIC,
                         help=f"measured state topic in --bag, for the initial state (default {STATE_TOPIC})")

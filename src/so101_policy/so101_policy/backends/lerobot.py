@@ -2,7 +2,9 @@
 
 A directory written by LeRobot 0.4.4 (``config.json`` with a ``type``, ``model.safetensors``,
 ``policy_preprocessor.json`` / ``policy_postprocessor.json`` and their state files) is loaded with
-``get_policy_class`` + ``make_pre_post_processors(cfg, pretrained_path=dir)``. ``config.json`` does not
+``get_policy_class`` + ``make_pre_post_processors(cfg, pretrained_path=dir)``, after
+:mod:`so101_policy.trust` checked that its processor steps are LeRobot's own (no code from the
+folder runs) and forced the hub offline. ``config.json`` does not
 store feature *names*; the SO-101 follower's order (``shoulder_pan.pos`` … ``gripper.pos``, degrees +
 gripper 0..100) is assumed unless an optional ``so101_policy.json`` in the directory says otherwise.
 """
@@ -37,6 +39,7 @@ from so101_policy.spec import (
     PolicySpec,
     default_feature_names,
 )
+from so101_policy.trust import check_processor_steps, offline_hub
 
 __all__ = ["LeRobotPolicy", "load_lerobot"]
 
@@ -88,8 +91,10 @@ def _lerobot_types() -> list[str]:
     return sorted(LEROBOT_CHUNK_TYPES | {"diffusion", "tdmpc", "vqbet", "sac"})
 
 
-def load_lerobot(path: str | os.PathLike[str], device: str = "cpu") -> LeRobotPolicy:
-    """Load a LeRobot pretrained policy directory offline, with its processors."""
+def load_lerobot(path: str | os.PathLike[str], device: str = "cpu", *, trust_remote_code: bool = False,
+                 allow_network: bool = False) -> LeRobotPolicy:
+    """Load a LeRobot pretrained policy directory with its processors: offline unless ``allow_network``,
+    and refusing processor steps outside LeRobot unless ``trust_remote_code`` (:mod:`so101_policy.trust`)."""
     d = Path(path)
     if not d.exists():
         raise PolicyLoadError(f"LeRobot policy directory {str(d)!r} does not exist")
@@ -115,7 +120,8 @@ def load_lerobot(path: str | os.PathLike[str], device: str = "cpu") -> LeRobotPo
     meta = read_json_object(sidecar) if sidecar.is_file() else {}
     spec = _lerobot_spec(raw, meta, str(d), policy_type, str(sidecar))  # feature checks before any heavy import
 
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never reach for the hub; must precede the imports below
+    offline_hub(allow_network)  # never reach for the hub unless asked; before the imports below
+    check_processor_steps(d, trust_remote_code)  # before LeRobot instantiates anything the folder names
     try:
         from lerobot.configs.policies import PreTrainedConfig
         from lerobot.policies.factory import get_policy_class, make_pre_post_processors

@@ -404,11 +404,14 @@ class FeetechBus:
         return feedback
 
     def sync_read_feedback_partial(self, ids: Sequence[int], goals: Mapping[int, int] | None = None,
-                                   retries: int | None = None) -> tuple[dict[int, Feedback], dict[int, BusError]]:
+                                   retries: int | None = None, budget_s: float | None = None,
+                                   ) -> tuple[dict[int, Feedback], dict[int, BusError]]:
         """Like :meth:`sync_read_feedback`, but returns what arrived and a failure per missing servo.
 
         Servos that did not answer are asked again (one SYNC_READ for all of them) up to ``retries``
-        times (default :attr:`retries`; 0 for a single probe). Replies with error bits are kept (``Feedback.error``): they carry data.
+        times (default :attr:`retries`; 0 for a single probe), and only while a retry's deadline still
+        ends within ``budget_s`` of the call (a control cycle's share of its period; None: no limit).
+        Replies with error bits are kept (``Feedback.error``): they carry data.
         ``goals`` (servo id → Goal_Position): their SYNC_WRITE goes out in the same port write, just
         before the first SYNC_READ (the driver's cycle: one wake-up of the line instead of two).
         """
@@ -420,8 +423,15 @@ class FeetechBus:
         max_retries = self.retries if retries is None else retries
         prefix = _sync_write_packet(Register.Goal_Position, goals) if goals else b""
         allowance_ms = self.timeout_ms
+        until = None if budget_s is None else time.monotonic() + budget_s
         with self._lock:
             while missing and tries <= max_retries:
+                if tries and until is not None:  # a retry must end in time, or it is not worth starting
+                    left_ms = 1000.0 * (until - time.monotonic()) - self._timeout_s(
+                        len(missing) * (_STATUS_OVERHEAD + _FB_LEN), 0.0) * 1000.0
+                    if left_ms <= 1.0:  # less than a reply's latency on any adapter
+                        break
+                    allowance_ms = min(allowance_ms, left_ms)
                 tries += 1
                 self.counters.transactions += 1
                 self.counters.retries += tries > 1

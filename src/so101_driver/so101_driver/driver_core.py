@@ -63,7 +63,8 @@ class BusLike(Protocol):
     def connect(self) -> object: ...
     def close(self) -> None: ...
     def sync_read_feedback_partial(self, ids: Sequence[int], goals: Mapping[int, int] | None = None,
-                                   retries: int | None = None) -> tuple[dict[int, Feedback], dict[int, BusError]]: ...
+                                   retries: int | None = None, budget_s: float | None = None,
+                                   ) -> tuple[dict[int, Feedback], dict[int, BusError]]: ...
     def sync_write_goal_positions(self, goals: Mapping[int, int]) -> None: ...
     def set_torque(self, ids: Iterable[int], enabled: bool) -> None: ...
     def configure_lerobot(self, ids: Sequence[int], gripper_id: int | None = None) -> None: ...
@@ -81,6 +82,7 @@ class DriverConfig:
     fault_error_per_s: float = 200.0  # ... ERROR at or above (a third of six servos' replies at 100 Hz)
     rate_warn_fraction: float = 0.9  # achieved / configured cycle rate: WARN below
     rate_error_fraction: float = 0.5  # ... ERROR below
+    retry_budget_fraction: float = 0.8  # retries of a cycle's read must end within this share of the period
     missing_after_failures: int = 3  # failed cycles in a row before a servo leaves the cycle and is probed
     probe_interval_s: float = 0.25  # first probe of a missing servo; the interval doubles after each miss
     probe_interval_max_s: float = 2.0  # longest interval between probes of a missing servo
@@ -228,7 +230,9 @@ class DriverCore:
                 return self._result(None)
             try:
                 present = [i for i, n in zip(self.ids, self.names, strict=True) if not self._servos[n].probe_interval]
-                feedback, failures = self.bus.sync_read_feedback_partial(present, self._goals_to_write())
+                budget = self.config.retry_budget_fraction / self.config.rate_hz if self.config.rate_hz > 0 else None
+                feedback, failures = self.bus.sync_read_feedback_partial(present, self._goals_to_write(),
+                                                                         budget_s=budget)
                 stamp = self._clock()
                 self._probe_missing(feedback, failures)
                 sample = self._update(feedback, failures, stamp)

@@ -48,7 +48,7 @@ class FakeBus:
         self.is_connected = False
 
     def sync_read_feedback_partial(self, ids: Sequence[int], goals: Mapping[int, int] | None = None,
-                                   retries: int | None = None):
+                                   retries: int | None = None, budget_s: float | None = None):
         if goals:  # written just before the read, in the same transfer
             self.sync_write_goal_positions(goals)
         if self.port_broken:

@@ -57,7 +57,7 @@ def image_to_chw(image: np.ndarray, shape: Sequence[int], key: str = "image") ->
     Resized with OpenCV (area) when the camera's size differs from the trained one, like LeRobot's
     async inference server; grey ↔ RGB converted to the expected channel count.
     """
-    img = np.asarray(image)
+    img: np.ndarray = np.asarray(image)
     if img.ndim == 2:
         img = img[:, :, None]
     if img.ndim != 3 or img.shape[2] not in (1, 3, 4):

@@ -11,9 +11,11 @@ import pytest
 from rosbags.typesys import Stores, get_typestore
 
 from so101_description.joints import JOINT_NAMES
+from so101_recorder.bag_reader import load_joint_states
 from so101_recorder.bag_writer import EpisodeWriter, next_episode_path
 from so101_recorder.metadata import EpisodeMetadata
 from so101_sim2real import pair_cli
+from so101_sim2real.dataset import PairedDataset
 
 TYPESTORE = get_typestore(Stores.ROS2_JAZZY)
 JOINT_STATE = "sensor_msgs/msg/JointState"
@@ -55,11 +57,18 @@ def _args(tmp_path: Path, real: Path, sim: Path) -> argparse.Namespace:
                               report=tmp_path / "report")
 
 
-def test_a_cut_multi_chunk_bag_pairs_and_says_so_everywhere(tmp_path, capsys: pytest.CaptureFixture[str]):
-    real = _bag(tmp_path / "real", "real", ("/joint_states", "/joint_command"), flush_period_s=0.25, cut=0.6)
+@pytest.mark.parametrize(("flush_period_s", "cut"), [(0.25, 0.6), (10.0, 0.9)], ids=["multi_chunk", "single_chunk"])
+def test_a_cut_bag_pairs_up_to_the_cut_and_says_so_everywhere(tmp_path, capsys: pytest.CaptureFixture[str],
+                                                               flush_period_s, cut):
+    real = _bag(tmp_path / "real", "real", ("/joint_states", "/joint_command"), flush_period_s=flush_period_s, cut=cut)
     sim = _bag(tmp_path / "sim", "sim", ("/isaac_joint_states", "/isaac_joint_command"), flush_period_s=0.25, cut=1.0)
     assert pair_cli.run(_args(tmp_path, real, sim)) == 0
     err = capsys.readouterr().err
+    dataset = PairedDataset.load(tmp_path / "paired")
+    readable = load_joint_states(real).trajectory.time  # what the cut bag still holds of the 2 s recorded
+    assert readable[-1] - readable[0] < 1.98
+    episode_time = dataset.episodes[0].time
+    assert episode_time[-1] - episode_time[0] == pytest.approx(readable[-1] - readable[0], abs=0.03)
     expected = f"`so101 record --recover {real}` rebuilds it"
     assert f"was paired from a truncated bag: real: {real} is truncated at byte " in err and expected in err
     episode = json.loads((tmp_path / "paired" / "dataset.json").read_text())["episodes"][0]
@@ -72,7 +81,8 @@ def test_a_cut_multi_chunk_bag_pairs_and_says_so_everywhere(tmp_path, capsys: py
 
 def test_a_bag_cut_before_its_topic_says_truncated_not_missing(tmp_path, capsys: pytest.CaptureFixture[str]):
     real = _bag(tmp_path / "real", "real", ("/joint_states", "/joint_command"), flush_period_s=10.0, cut=1.0)
-    sim = _bag(tmp_path / "sim", "sim", ("/isaac_joint_states", "/isaac_joint_command"), flush_period_s=10.0, cut=0.9)
+    sim = _bag(tmp_path / "sim", "sim", ("/isaac_joint_states", "/isaac_joint_command"), flush_period_s=10.0,
+               cut=0.004)  # inside its first message
     assert pair_cli.run(_args(tmp_path, real, sim)) == 1
     out = capsys.readouterr().err
     assert "has no topic" not in out

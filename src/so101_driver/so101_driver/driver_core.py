@@ -37,6 +37,7 @@ from so101_driver.bus import BusCounters, Feedback
 from so101_driver.calibration import JointMapping, MotorCalibration
 from so101_driver.errors import BusError, CommandRejected, PortError
 from so101_driver.health import DiagnosticEntry, FaultWindow, Level, bus_status, rate_values, servo_entry
+from so101_driver.readings import CommandResult, CycleResult, JointSample, ServoTelemetry
 
 __all__ = [
     "BusLike",
@@ -48,7 +49,7 @@ __all__ = [
     "CommandResult",
     "Level",
     "DiagnosticEntry",
-]  # Level and DiagnosticEntry live in so101_driver.health; re-exported for the node
+]  # Level, DiagnosticEntry (health) and the readings (readings) are re-exported: one import for users
 
 logger = logging.getLogger(__name__)
 
@@ -90,47 +91,6 @@ class DriverConfig:
     reconnect_interval_s: float = 1.0  # longest interval between tries to (re)open the port
     configure_servos: bool = False  # write LeRobot's servo settings at start (configure_lerobot)
     write_goals: bool = True  # False for a read-only arm (the leader): cycles only read
-
-
-@dataclass(frozen=True)
-class JointSample:
-    """Joint state in :attr:`DriverCore.names` order; NaN for joints whose servo did not answer."""
-
-    stamp: float  # clock() when the feedback arrived, s
-    names: tuple[str, ...]
-    position: np.ndarray  # rad
-    velocity: np.ndarray  # rad/s
-    effort: np.ndarray  # N·m, estimated from Present_Load
-    valid: np.ndarray  # bool: servo answered this cycle
-
-
-@dataclass(frozen=True)
-class ServoTelemetry:
-    joint: str
-    servo_id: int
-    feedback: Feedback | None  # None when the servo did not answer this cycle
-    faulted: bool
-    fault_reason: str
-    consecutive_failures: int
-    total_failures: int
-    probe_interval_s: float = 0.0  # > 0 while the servo is out of the cycle and probed at this interval
-
-    @property
-    def flags(self) -> list[str]:
-        return [b.name for b in self.feedback.flags] if self.feedback else []
-
-
-@dataclass(frozen=True)
-class CycleResult:
-    sample: JointSample | None  # None when no servo answered
-    telemetry: tuple[ServoTelemetry, ...]
-    bus_ok: bool
-
-
-@dataclass(frozen=True)
-class CommandResult:
-    goals: dict[str, float]  # joint → goal actually applied (rad, after clamping)
-    clamped: tuple[str, ...]  # joints whose requested goal was outside the calibrated range
 
 
 @dataclass

@@ -17,7 +17,8 @@ from so101_driver.bus import BusCounters
 from so101_driver.control_table import decode_error_bits
 
 if TYPE_CHECKING:
-    from so101_driver.driver_core import DriverConfig, ServoTelemetry
+    from so101_driver.driver_core import DriverConfig
+    from so101_driver.readings import ServoTelemetry
 
 __all__ = ["Level", "DiagnosticEntry", "FaultRates", "FaultWindow", "bus_status", "rate_values", "servo_entry"]
 

@@ -279,3 +279,24 @@ def test_driver_waits_for_a_port_that_appears_later(tmp_path, client):
             assert wait_for(lambda: client.diag(": bus")[0] == 0, timeout=30), client.diag(": bus")
         finally:
             arm.stop()
+
+
+def test_intermittent_faults_and_supply_sag_show_on_diagnostics(arm, client):
+    with _driver(arm) as node:
+        assert wait_for(lambda: client.latest() is not None, timeout=30), node.output()
+        arm.fault(op="drop_fraction", fraction=0.05)
+        arm.fault(op="voltage_sag", volts=3.0)
+
+        def bus_counts_faults() -> bool:
+            bus = client.diag(": bus")
+            return bus is not None and "bus faults" in bus[1] and float(bus[2]["timeouts_per_s"]) > 0
+
+        assert wait_for(bus_counts_faults, timeout=20), client.diag(": bus")
+        level, _, values = client.diag(": bus")
+        assert level >= 1 and values["configured_rate_hz"] == "100" and float(values["achieved_rate_hz"]) > 0
+        assert float(values["retries_per_s"]) > 0
+        assert wait_for(lambda: "supply sagging" in client.diag(": shoulder_pan")[1], timeout=20), \
+            client.diag(": shoulder_pan")
+        assert client.diag(": shoulder_pan")[0] == 1
+        arm.fault(op="clear")
+        assert wait_for(lambda: client.diag(": bus")[2]["timeouts_per_s"] == "0.00", timeout=20)

@@ -28,20 +28,16 @@ packet is counted in :attr:`FeetechBus.counters` (the driver reports them per se
 
 The SDK's packet timeout is patched as LeRobot does (``tx_time_per_byte·(n + 3) + timeout_ms``),
 which fixes the SDK's too-short timeout for long replies, and its ``readPort`` waits for data
-(``select``, ≤ 1 ms) instead of letting the receive loop spin a core (see ``_waiting_read_port``).
+(``select``, ≤ 1 ms) instead of letting the receive loop spin a core (see ``waiting_read_port``).
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-import os
-import select
-import struct
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from types import MethodType
 from typing import Any
 
@@ -52,14 +48,14 @@ from so101_driver.control_table import (
     BAUD_RATES,
     FEEDBACK_BLOCK,
     Area,
-    ErrorBit,
     Register,
     decode_error_bits,
     decode_register,
-    decode_sign_magnitude,
     encode_register,
 )
 from so101_driver.errors import BusError, BusTimeout, CorruptPacket, PortError, ServoError
+from so101_driver.feedback import BusCounters, Feedback, ScanResult
+from so101_driver.serial_io import discard_input, os_errors_as_port_errors, read_available, waiting_read_port
 
 __all__ = ["FeetechBus", "Feedback", "ScanResult", "BusCounters", "DEFAULT_TIMEOUT_MS", "DEFAULT_RETRIES",
            "DEFAULT_REPLY_GAP_MS"]
@@ -74,83 +70,6 @@ DEFAULT_REPLY_GAP_MS = 3.0
 _STATUS_OVERHEAD = 6  # FF FF ID LEN ERR ... CHK
 _FB_ADDR, _FB_LEN = FEEDBACK_BLOCK
 RegisterLike = Register | str
-
-
-def _feedback_layout() -> tuple[struct.Struct, tuple[int | None, ...]]:
-    """One ``struct`` for the feedback block, built from the control table (the decode is on the
-    control loop's hot path: one unpack instead of eight register look-ups per servo)."""
-    fmt, cursor = "<", _FB_ADDR
-    for reg in _FB_FIELDS:
-        fmt += "x" * (reg.address - cursor) + {1: "B", 2: "H"}[reg.size]
-        cursor = reg.address + reg.size
-    if cursor != _FB_ADDR + _FB_LEN:
-        raise RuntimeError("FEEDBACK_BLOCK and the feedback registers disagree")
-    return struct.Struct(fmt), tuple(reg.spec.sign_bit for reg in _FB_FIELDS)
-
-
-# Feedback's fields, in address order
-_FB_FIELDS = (Register.Present_Position, Register.Present_Velocity, Register.Present_Load, Register.Present_Voltage,
-              Register.Present_Temperature, Register.Status, Register.Moving, Register.Present_Current)
-_FB_STRUCT, _FB_SIGN_BITS = _feedback_layout()
-
-
-@dataclass(frozen=True)
-class Feedback:
-    """One servo's feedback block (addresses 56..70), decoded; servo units."""
-
-    position: int  # Present_Position, steps
-    velocity: int  # Present_Velocity, steps/s (signed)
-    load: int  # Present_Load, 0.1 % of max torque (signed, direction of motion)
-    voltage: int  # Present_Voltage, 0.1 V
-    temperature: int  # Present_Temperature, °C
-    status: int  # Status register (same bits as ErrorBit)
-    moving: bool  # Moving
-    current: int  # Present_Current, 6.5 mA (signed)
-    error: int = 0  # error byte of the status packet that carried it
-
-    @classmethod
-    def from_block(cls, data: bytes | bytearray, error: int = 0) -> Feedback:
-        if len(data) < _FB_LEN:
-            raise ValueError(f"feedback block needs {_FB_LEN} bytes, got {len(data)}")
-        values = [decode_sign_magnitude(v, bit) if bit is not None else v
-                  for v, bit in zip(_FB_STRUCT.unpack_from(data), _FB_SIGN_BITS, strict=True)]
-        values[6] = bool(values[6])  # Moving
-        return cls(*values, error=error)  # type: ignore[arg-type]
-
-    @property
-    def voltage_v(self) -> float:
-        return self.voltage / 10.0
-
-    @property
-    def current_a(self) -> float:
-        return self.current * 0.0065
-
-    @property
-    def flags(self) -> list[ErrorBit]:
-        """Error bits set in the Status register or the reply's error byte."""
-        return decode_error_bits(self.status | self.error)
-
-
-@dataclass
-class BusCounters:
-    """What went wrong on the bus since it was created (monotonic counts; the driver turns them into rates)."""
-
-    transactions: int = 0  # requests sent (a retry is a new request)
-    retries: int = 0  # requests repeated because a reply was missing, malformed or flagged
-    timeouts: int = 0  # replies that did not arrive by their deadline (one per servo per request)
-    corrupt: int = 0  # malformed replies (bad checksum or length, cut short)
-
-    def snapshot(self) -> BusCounters:
-        return BusCounters(self.transactions, self.retries, self.timeouts, self.corrupt)
-
-
-@dataclass(frozen=True)
-class ScanResult:
-    servo_id: int
-    model: int  # Model_Number (STS3215 = 777)
-    firmware: str  # "major.minor"
-    baudrate: int
-    error: int = 0  # error byte of its PING reply
 
 
 def _register(register: RegisterLike) -> Register:
@@ -194,7 +113,7 @@ class FeetechBus:
             return self
         port = scs.PortHandler(self.port)
         port.setPacketTimeout = MethodType(_patched_set_packet_timeout(self), port)
-        port.readPort = MethodType(_waiting_read_port, port)
+        port.readPort = MethodType(waiting_read_port, port)
         try:
             ok = port.setBaudRate(self.baudrate)  # opens the port
         except Exception as err:  # serial.SerialException, OSError
@@ -286,11 +205,11 @@ class FeetechBus:
         comm, error = scs.COMM_SUCCESS, 0
         with self._lock:
             for attempt in range(1, tries + 1):
-                _discard_input(port)
+                discard_input(port)
                 self.counters.transactions += 1
                 self.counters.retries += attempt > 1
                 try:
-                    with _os_errors_as_port_errors(self.port, what):
+                    with os_errors_as_port_errors(self.port, what):
                         value, comm, error = op()
                 finally:
                     port.is_using = False
@@ -385,7 +304,7 @@ class FeetechBus:
             for servo_id, value in values.items():
                 writer.addParam(int(servo_id), list(encode_register(reg, int(value))))
             try:
-                with _os_errors_as_port_errors(self.port, f"sync write of {reg.name}"):
+                with os_errors_as_port_errors(self.port, f"sync write of {reg.name}"):
                     comm = writer.txPacket()
             finally:
                 port.is_using = False
@@ -435,7 +354,7 @@ class FeetechBus:
                 tries += 1
                 self.counters.transactions += 1
                 self.counters.retries += tries > 1
-                with _os_errors_as_port_errors(self.port, "sync read"):
+                with os_errors_as_port_errors(self.port, "sync read"):
                     replies, corrupt, latency_s = self._sync_read_once(port, missing, prefix, allowance_ms)
                 if latency_s is not None:
                     allowance_ms = min(allowance_ms, 2000.0 * latency_s + self.reply_gap_ms)
@@ -460,7 +379,7 @@ class FeetechBus:
         """One SYNC_READ: the replies that came, the malformed packet count, the first byte's latency (s)."""
         request = prefix + protocol.encode_instruction(protocol.BROADCAST_ID, protocol.Instruction.SYNC_READ,
                                                        bytes((_FB_ADDR, _FB_LEN, *ids)))
-        _discard_input(port)
+        discard_input(port)
         if port.writePort(request) != len(request):
             raise PortError(f"sync read: {len(request)}-byte request not written")
         wanted = set(ids)
@@ -476,7 +395,7 @@ class FeetechBus:
             wait = remaining if last_rx is None else min(remaining, last_rx + gap - time.monotonic())
             if wait <= 0:
                 break
-            chunk = _read_available(port, wait)
+            chunk = read_available(port, wait)
             if chunk:
                 last_rx = time.monotonic()
                 first_byte = first_byte if first_byte is not None else last_rx - sent
@@ -491,8 +410,8 @@ class FeetechBus:
     def broadcast_ping(self) -> tuple[dict[int, int], int]:
         """PING to 0xFE; returns ``({id: error byte}, corrupt packet count)`` of the answers."""
         port = self._require_port()
-        with self._lock, _os_errors_as_port_errors(self.port, "broadcast ping"):
-            _discard_input(port)
+        with self._lock, os_errors_as_port_errors(self.port, "broadcast ping"):
+            discard_input(port)
             port.writePort(protocol.encode_instruction(protocol.BROADCAST_ID, protocol.Instruction.PING, b""))
             # every possible id answers 6 bytes; stop early once the line stays quiet for a while
             deadline = time.monotonic() + self._timeout_s(_STATUS_OVERHEAD * scs.MAX_ID)
@@ -503,7 +422,7 @@ class FeetechBus:
             while (now := time.monotonic()) < deadline:
                 if found and now - last_rx > quiet:
                     break
-                chunk = _read_available(port, min(deadline - now, quiet))
+                chunk = read_available(port, min(deadline - now, quiet))
                 if chunk:
                     last_rx = time.monotonic()
                 for reply in parser.feed(chunk):
@@ -584,62 +503,6 @@ def _sync_write_packet(register: Register, values: Mapping[int, int]) -> bytes:
         params.append(int(servo_id))
         params += encode_register(register, int(value))
     return protocol.encode_instruction(protocol.BROADCAST_ID, protocol.Instruction.SYNC_WRITE, params)
-
-
-def _waiting_read_port(port: Any, length: int) -> bytes:
-    """The SDK's ``readPort`` (a non-blocking read its receive loop calls back to back), made to
-    wait up to 1 ms for data first: the loop no longer spins a CPU core at 100 % while a reply is on
-    its way, which on a loaded machine also delayed the kernel work that delivers the reply."""
-    ser = port.ser
-    if not ser.in_waiting:
-        try:
-            select.select([ser.fileno()], [], [], 0.001)
-        except (AttributeError, OSError, ValueError):  # no fileno (Windows)
-            time.sleep(0.0002)
-    return ser.read(length)
-
-
-try:
-    from termios import error as _TermiosError  # tcflush/tcdrain on a vanished device (POSIX)
-except ImportError:  # pragma: no cover - Windows
-    _TermiosError = OSError  # type: ignore[assignment,misc]
-
-
-@contextlib.contextmanager
-def _os_errors_as_port_errors(port_name: str, what: str) -> Iterator[None]:
-    """A serial failure (adapter unplugged: pyserial's SerialException is an OSError; termios.error
-    is not) → PortError."""
-    try:
-        yield
-    except (OSError, _TermiosError) as err:
-        raise PortError(f"{what} on {port_name}: {err}") from err
-
-
-def _discard_input(port: Any) -> None:
-    """Drop late replies of an earlier transaction so they cannot be taken for this one's."""
-    with contextlib.suppress(Exception):
-        port.ser.reset_input_buffer()
-
-
-def _read_available(port: Any, wait_s: float) -> bytes:
-    """What the port holds now, waiting up to ``wait_s`` for the first byte without spinning."""
-    ser = port.ser
-    try:
-        fd = ser.fileno()
-    except (AttributeError, ValueError, OSError):  # no file descriptor (Windows): poll pyserial
-        if not ser.in_waiting:
-            time.sleep(min(max(0.0, wait_s), 0.0005))
-        return bytes(ser.read(ser.in_waiting))
-    ready, _, _ = select.select([fd], [], [], max(0.0, wait_s))
-    if not ready:
-        return b""
-    try:  # pyserial opens the port non-blocking: take everything there is in one system call
-        data = os.read(fd, 4096)
-    except BlockingIOError:
-        return b""
-    if not data:  # readable yet empty: end of file, the device is gone (what pyserial reports the same way)
-        raise OSError("device reports readiness to read but returned no data (device disconnected?)")
-    return data
 
 
 def _corrupt_count(parser: protocol.PacketParser) -> int:

@@ -33,9 +33,9 @@ from typing import Protocol
 import numpy as np
 
 from so101_description.joints import GRIPPER, JOINT_NAMES
-from so101_driver.bus import BusCounters, Feedback
 from so101_driver.calibration import JointMapping, MotorCalibration
 from so101_driver.errors import BusError, CommandRejected, PortError
+from so101_driver.feedback import BusCounters, Feedback
 from so101_driver.health import DiagnosticEntry, FaultWindow, Level, bus_status, rate_values, servo_entry
 from so101_driver.readings import CommandResult, CycleResult, JointSample, ServoTelemetry
 

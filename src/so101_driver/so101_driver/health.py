@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import TYPE_CHECKING
 
-from so101_driver.bus import BusCounters
 from so101_driver.control_table import decode_error_bits
+from so101_driver.feedback import BusCounters
 
 if TYPE_CHECKING:
     from so101_driver.driver_core import DriverConfig

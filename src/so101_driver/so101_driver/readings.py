@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from so101_driver.bus import Feedback
+from so101_driver.feedback import Feedback
 
 __all__ = ["JointSample", "ServoTelemetry", "CycleResult", "CommandResult"]
 

@@ -3,6 +3,9 @@
 Subcommands live in their own packages; this table names them explicitly (no import-time
 registries) and imports a subcommand's module only when it is chosen, so ``so101 --help`` stays fast.
 Each module provides ``add_arguments(parser)`` and ``run(args) -> int``.
+
+Whatever goes wrong in a subcommand ends as one line on stderr, ``so101 <command>: error: ...``, and
+exit status 1 (a child process's failure as the child's own message); ``-v`` adds the traceback.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ import argparse
 import importlib
 import logging
 import sys
+import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -71,6 +75,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(module.run(args))
     except KeyboardInterrupt:
         return 130
+    except Exception as err:  # the user gets one line, not a traceback (-v shows it)
+        if top.verbose:
+            traceback.print_exc()
+        message = " ".join(str(err).split()) or type(err).__name__
+        hint = "" if top.verbose else " (so101 -v for the traceback)"
+        print(f"so101 {command.name}: error: {message}{hint}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

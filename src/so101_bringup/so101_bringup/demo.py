@@ -27,6 +27,7 @@ import numpy as np
 from rclpy.node import Node
 from sensor_msgs.msg import JointState
 
+from so101_bringup.children import raise_for_child, run_child
 from so101_bringup.composition import ComposedGraph, GraphOptions, deploy_graph
 from so101_bringup.motions import load_motion
 from so101_description.joints import JOINT_NAMES
@@ -47,7 +48,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="one episode only (shipped GapONet model) instead of baseline → train → compensated")
     parser.add_argument("--no-compensation", action="store_true", help="with --single: policy straight into safety")
     parser.add_argument("--gaponet-model", type=Path, default=None,
-                        help="with --single: this compensator model instead of the shipped one")
+                        help="with --single: this compensator model instead of the shipped one (ONNX, or "
+                             "TorchScript: that is code, torch.jit.load runs it; use only files you trust)")
     parser.add_argument("--epochs", type=int, default=30, help="GapONet training epochs in the loop (default 30)")
     parser.add_argument("--print-period", type=float, default=0.5, help="seconds between live joint-state lines")
     parser.add_argument("--no-analysis", action="store_true", help="stop after recording (no replay/pair/report)")
@@ -79,13 +81,17 @@ def _start_virtual_arm(profile: str, folder: Path) -> tuple[subprocess.Popen[byt
     then never competes with the driver for this interpreter's GIL. Returns (process, link, calibration)."""
     folder.mkdir(parents=True, exist_ok=True)
     cli = [sys.executable, "-m", "so101_bringup.cli", "virtual-bus"]
-    subprocess.run([*cli, "--write-calibration", str(folder)], check=True, capture_output=True)
+    run_child([*cli, "--write-calibration", str(folder)], "the virtual SO-101 could not write its calibration")
     link = folder / "so101_follower"
-    log = (folder / "virtual_bus.log").open("wb")
+    log_path = folder / "virtual_bus.log"
+    log = log_path.open("wb")
     process = subprocess.Popen([*cli, "--link", str(link), "--profile", profile], stdout=log, stderr=subprocess.STDOUT)
     if not wait_for(lambda: link.exists() or process.poll() is not None, timeout=60.0) or process.poll() is not None:
         process.kill()
-        raise RuntimeError(f"the virtual SO-101 did not start; see {folder / 'virtual_bus.log'}")
+        process.wait()
+        log.close()
+        raise_for_child("the virtual SO-101 did not start", process.returncode,
+                        log_path.read_text(errors="replace"), log_path)
     return process, link, folder / "virtual_follower.json"
 
 

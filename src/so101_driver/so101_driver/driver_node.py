@@ -3,8 +3,9 @@
     ros2 run so101_driver driver --ros-args -p port:=/dev/ttyACM0 -p robot_id:=my_arm
 
 A plain node (not a lifecycle node): it opens the port and reads the arm in its constructor (a
-port or calibration problem ends the process with a clear message and exit code 1) and releases the
-port when it is destroyed (Ctrl-C / SIGTERM). Logic lives in :class:`DriverCore`; parameters: README.
+calibration problem ends the process with a clear message and exit code 1; a port that is not there
+yet is waited for, with ERROR on ``/diagnostics`` and a log line, and reopened the same way when it is
+lost) and releases the port when it is destroyed (Ctrl-C / SIGTERM). Logic lives in :class:`DriverCore`; parameters: README.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import logging
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rclpy.node import Node
@@ -28,7 +30,6 @@ from so101_driver.errors import CommandRejected, DriverError
 from so101_driver.parameters import ArmParameters, FollowerParameters
 
 __all__ = ["ArmNode", "DriverNode", "main", "node_python_logger", "run_node"]
-
 
 class _RosLogHandler(logging.Handler):
     """Forwards this package's Python log records to the node's ROS logger."""
@@ -85,8 +86,10 @@ class ArmNode(Node):
         path = resolve_calibration_path(p.calibration_file, p.robot_id, self.role, p.port)
         calibration = load_calibration(path)
         self.get_logger().info(f"calibration {path}; bus {p.port} at {p.baudrate} baud")
-        bus = FeetechBus(p.port, p.baudrate, timeout_ms=p.timeout_ms, retries=p.retries, log=self._pylog)
-        self.core = DriverCore(bus, calibration, names, self._core_config(write_goals), log=self._pylog)
+        bus = FeetechBus(p.port, p.baudrate, timeout_ms=p.timeout_ms, retries=p.retries, log=self._pylog,
+                         reply_gap_ms=p.reply_gap_ms)
+        config = replace(self._core_config(write_goals), rate_hz=float(p.rate_hz), **p.health_thresholds())
+        self.core = DriverCore(bus, calibration, names, config, log=self._pylog)
         self.state_pub = self.create_publisher(JointState, self.state_topic, 10)
         self.diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
         try:
@@ -156,7 +159,10 @@ class DriverNode(ArmNode):
 
     def start_core(self) -> None:
         self.core.start(torque_on=self._torque_on_start)
-        self.get_logger().info(f"driver running, torque {'on' if self.core.torque_enabled else 'off'}")
+        if self.core.bus_error:
+            self.get_logger().error(f"waiting for {self.core.bus.port}: {self.core.bus_error}")
+        else:
+            self.get_logger().info(f"driver running, torque {'on' if self.core.torque_enabled else 'off'}")
 
     def _on_command(self, msg: JointState) -> None:
         try:

@@ -30,9 +30,11 @@ class LeaderNode(ArmNode):
         super().__init__("so101_leader", write_goals=False, **kwargs)
 
     def start_core(self) -> None:
-        self.core.start()
-        self.core.set_torque(False)
-        self.get_logger().info("leader running (torque off)")
+        self.core.start(torque_off=True)
+        if self.core.bus_error:
+            self.get_logger().error(f"waiting for {self.core.bus.port}: {self.core.bus_error}")
+        else:
+            self.get_logger().info("leader running (torque off)")
 
 
 def main(args: Sequence[str] | None = None) -> int:

@@ -10,8 +10,15 @@ from dataclasses import dataclass
 
 from so101_common.parameters import parameter
 from so101_description.joints import JOINT_NAMES
+from so101_driver.bus import DEFAULT_REPLY_GAP_MS
+from so101_driver.driver_core import DriverConfig
 
-__all__ = ["ArmParameters", "FollowerParameters", "LEADER_DEFAULTS"]
+__all__ = ["ArmParameters", "FollowerParameters", "LEADER_DEFAULTS", "HEALTH_PARAMETERS"]
+
+_HEALTH = DriverConfig()  # the core's defaults for the /diagnostics thresholds
+HEALTH_PARAMETERS = ("temperature_warn_c", "voltage_warn_min_v", "voltage_warn_max_v", "voltage_sag_warn_fraction",
+                     "current_warn_a", "fault_warn_per_s", "fault_error_per_s", "rate_warn_fraction",
+                     "rate_error_fraction")
 
 
 @dataclass(frozen=True)
@@ -30,6 +37,29 @@ class ArmParameters:
     timeout_ms: float = parameter(20.0, "reply deadline per bus transaction (ms), plus the reply's wire time",
                                   low=1.0, high=1000.0)
     retries: int = parameter(1, "extra tries per transaction before a servo counts as faulted", low=0, high=10)
+    reply_gap_ms: float = parameter(DEFAULT_REPLY_GAP_MS, "a sync read ends when replies flowed and the line then "
+                                    "stays quiet this long (ms)", low=0.5, high=100.0)
+    # /diagnostics thresholds (DriverConfig fields of the same name); 0 switches a voltage/current check off
+    fault_warn_per_s: float = parameter(_HEALTH.fault_warn_per_s, "retries + timeouts + corrupt packets per "
+                                        "second: WARN at or above", low=0.0, high=1e4)
+    fault_error_per_s: float = parameter(_HEALTH.fault_error_per_s, "... ERROR at or above", low=0.0, high=1e4)
+    rate_warn_fraction: float = parameter(_HEALTH.rate_warn_fraction, "achieved / configured cycle rate: WARN below",
+                                          low=0.0, high=1.0)
+    rate_error_fraction: float = parameter(_HEALTH.rate_error_fraction, "... ERROR below", low=0.0, high=1.0)
+    temperature_warn_c: float = parameter(_HEALTH.temperature_warn_c, "servo temperature (°C): WARN at or above",
+                                          low=0.0, high=120.0)
+    voltage_warn_min_v: float = parameter(_HEALTH.voltage_warn_min_v, "supply voltage (V): WARN below (0: off; "
+                                          "12 V arm: e.g. 10.5)", low=0.0, high=30.0)
+    voltage_warn_max_v: float = parameter(_HEALTH.voltage_warn_max_v, "supply voltage (V): WARN above (0: off)",
+                                          low=0.0, high=30.0)
+    voltage_sag_warn_fraction: float = parameter(_HEALTH.voltage_sag_warn_fraction, "WARN below this fraction of "
+                                                 "the highest voltage the servo reported (0: off)", low=0.0, high=1.0)
+    current_warn_a: float = parameter(_HEALTH.current_warn_a, "|Present_Current| (A): WARN at or above (0: off)",
+                                      low=0.0, high=10.0)
+
+    def health_thresholds(self) -> dict[str, float]:
+        """The /diagnostics thresholds as :class:`DriverConfig` keyword arguments."""
+        return {name: float(getattr(self, name)) for name in HEALTH_PARAMETERS}
 
 
 @dataclass(frozen=True)

@@ -320,3 +320,42 @@ def test_leader_node_publishes_leader_joint_states(tmp_path):
     finally:
         client.close()
         arm.stop()
+
+
+def test_driver_waits_for_a_port_that_appears_later(tmp_path, client):
+    link = tmp_path / "arm"  # what VirtualArmProcess(tmp_path) will create, not there yet
+    calibration = CALIBRATION / "virtual_follower.json"
+    with NodeProcess("so101_driver.driver_node", [
+            "--ros-args", "-p", f"port:={link}", "-p", f"calibration_file:={calibration}",
+            "-p", "diagnostics_rate_hz:=10.0", *LOADED_MACHINE]) as node:
+        assert wait_for(lambda: (client.diag(": bus") or (0, ""))[1].startswith("port failing"), timeout=30), \
+            node.output()
+        assert client.diag(": bus")[0] == 2 and "waiting for the port" in client.diag(": bus")[1]
+        assert f"waiting for {link}" in node.output() and node.alive()
+        arm = VirtualArmProcess(tmp_path)
+        try:
+            assert wait_for(lambda: client.latest() is not None, timeout=30), node.output()
+            assert wait_for(lambda: client.diag(": bus")[0] == 0, timeout=30), client.diag(": bus")
+        finally:
+            arm.stop()
+
+
+def test_intermittent_faults_and_supply_sag_show_on_diagnostics(arm, client):
+    with _driver(arm) as node:
+        assert wait_for(lambda: client.latest() is not None, timeout=30), node.output()
+        arm.fault(op="drop_fraction", fraction=0.05)
+        arm.fault(op="voltage_sag", volts=3.0)
+
+        def bus_counts_faults() -> bool:
+            bus = client.diag(": bus")
+            return bus is not None and "bus faults" in bus[1] and float(bus[2]["timeouts_per_s"]) > 0
+
+        assert wait_for(bus_counts_faults, timeout=20), client.diag(": bus")
+        level, _, values = client.diag(": bus")
+        assert level >= 1 and values["configured_rate_hz"] == "100" and float(values["achieved_rate_hz"]) > 0
+        assert float(values["retries_per_s"]) > 0
+        assert wait_for(lambda: "supply sagging" in client.diag(": shoulder_pan")[1], timeout=20), \
+            client.diag(": shoulder_pan")
+        assert client.diag(": shoulder_pan")[0] == 1
+        arm.fault(op="clear")
+        assert wait_for(lambda: client.diag(": bus")[2]["timeouts_per_s"] == "0.00", timeout=20)

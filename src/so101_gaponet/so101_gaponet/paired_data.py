@@ -94,7 +94,7 @@ def read_dataset(path: str | Path) -> PairedDataset:
     for name, relative in entries:
         file = root / (relative or f"episodes/{name}.npz")
         try:
-            with np.load(file) as npz:
+            with np.load(file, allow_pickle=False) as npz:
                 time = np.asarray(npz["time"], dtype=np.float64)
                 arrays = {key: np.asarray(npz[key], dtype=np.float64) for key in EPISODE_ARRAYS if key in npz}
         except (OSError, ValueError, KeyError) as err:

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import sys
 import warnings
 from pathlib import Path
 
 import numpy as np
 
 __all__ = ["add_arguments", "run", "train_and_export"]
+
+TORCHSCRIPT_SUFFIXES = (".pt", ".pth", ".ts")  # any other suffix gets ONNX, the data-only format
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -27,7 +30,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--delta-l2", type=float, default=0.05, help="weight of the L2 penalty pulling Δ toward 0 (default 0.05)")
     parser.add_argument("--out", type=Path, required=True, help="model file to write, e.g. models/NAME.onnx")
     parser.add_argument("--format", choices=("onnx", "torchscript"), default=None,
-                        help="file format (default: from the suffix: .onnx → onnx, else torchscript)")
+                        help="file format (default: from the suffix: .pt/.pth/.ts → torchscript, else onnx). "
+                             "ONNX is data; TorchScript files are code (torch.jit.load runs them), shared ones "
+                             "are a risk to whoever loads them")
 
 
 def train_and_export(datasets: list[Path], out: Path, file_format: str, **settings: object) -> dict[str, float]:
@@ -61,14 +66,14 @@ def run(args: argparse.Namespace) -> int:
     from so101_gaponet.paired_data import DatasetError
     from so101_gaponet.train import TrainingError
 
-    file_format = args.format or ("onnx" if args.out.suffix == ".onnx" else "torchscript")
+    file_format = args.format or ("torchscript" if args.out.suffix in TORCHSCRIPT_SUFFIXES else "onnx")
     try:
         figures = train_and_export(args.dataset, args.out, file_format, arch=args.arch, history=args.history,
                                    horizon=args.horizon, epochs=args.epochs, hidden=args.hidden, seed=args.seed,
                                    delta_bound=args.delta_bound, delta_slew=args.delta_slew,
                                    delta_smoothing_s=args.delta_smoothing, delta_l2=args.delta_l2)
     except (DatasetError, TrainingError, ModelFileError, RuntimeError) as err:
-        print(f"error: {err}")
+        print(f"so101 train-gaponet: error: {err}", file=sys.stderr)
         return 1
     print(f"wrote {args.out} ({file_format}, {args.out.stat().st_size} bytes): validation loss "
           f"{figures['initial_validation_loss']:.4f} → {figures['validation_loss']:.4f}, "

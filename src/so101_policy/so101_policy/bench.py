@@ -35,7 +35,7 @@ def _median_ms(samples: list[float]) -> float:
 def bench_act_inference(workdir: Path, calls: int = 50) -> BenchResult:
     import torch
 
-    from so101_policy.loaders import load_policy
+    from so101_policy.loading import load_policy
     from so101_policy.runner import PolicyRunner
     from so101_policy.tiny import TINY_IMAGE_KEY, make_tiny_act
 
@@ -71,8 +71,8 @@ def bench_act_inference(workdir: Path, calls: int = 50) -> BenchResult:
 def bench_tick(calls: int = 5000) -> BenchResult:
     from sensor_msgs.msg import JointState
 
-    from so101_policy.loaders import PolicySpec
     from so101_policy.runner import AsyncPolicyRunner, PolicyRunner
+    from so101_policy.spec import PolicySpec
 
     chunk = 100
 

@@ -40,3 +40,6 @@ class PolicyParameters:
     inference_delay_s: float = parameter(0.0, "extra latency added to every inference (s), to test the chunk "
                                          "alignment", low=0.0, high=10.0)
     diagnostics_period_s: float = parameter(1.0, "period of the /diagnostics status (s)", low=0.05, high=60.0)
+    trust_remote_code: bool = parameter(False, "let a LeRobot folder's processors name classes outside LeRobot "
+                                        "(runs their code; TorchScript files are code whatever this says)")
+    allow_network: bool = parameter(False, "let loading reach the Hugging Face hub (default: forced offline)")

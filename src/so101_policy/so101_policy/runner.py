@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from so101_description.joints import JOINT_NAMES, JointSpecError
-from so101_policy.loaders import PolicyModel, PolicyObservation, PolicySpec
+from so101_policy.spec import PolicyModel, PolicyObservation, PolicySpec
 
 __all__ = ["PolicyRunner", "AsyncPolicyRunner", "TickResult", "RunnerStats", "ON_MISS"]
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from so101_policy.loaders import ACTION_KEY, METADATA_KEY, SCHEMA_VERSION, STATE_KEY, default_feature_names
+from so101_policy.spec import ACTION_KEY, METADATA_KEY, SCHEMA_VERSION, STATE_KEY, default_feature_names
 
 __all__ = ["TINY_IMAGE_KEY", "make_tiny_act", "make_offset_onnx", "make_offset_torchscript", "offset_metadata",
            "DEFAULT_STEP"]

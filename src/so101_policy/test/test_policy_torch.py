@@ -16,14 +16,10 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from so101_policy.loaders import (  # noqa: E402
-    FeatureMismatchError,
-    LeRobotPolicy,
-    MissingImageError,
-    PolicyLoadError,
-    load_policy,
-)
+from so101_policy.backends.lerobot import LeRobotPolicy  # noqa: E402
+from so101_policy.loading import load_policy  # noqa: E402
 from so101_policy.runner import AsyncPolicyRunner, PolicyRunner  # noqa: E402
+from so101_policy.spec import FeatureMismatchError, MissingImageError, PolicyLoadError  # noqa: E402
 from so101_policy.tiny import DEFAULT_STEP, TINY_IMAGE_KEY, make_offset_torchscript, offset_metadata  # noqa: E402
 from so101_testing import wait_for  # noqa: E402
 

@@ -117,6 +117,15 @@ class Bag:
         return any(scan.truncated for scan in self.scans)
 
     @property
+    def truncation(self) -> str | None:
+        """One line saying where the bag is cut and how to rebuild it; None for a complete bag."""
+        cut = [scan for scan in self.scans if scan.truncated]
+        if not cut:
+            return None
+        where = "; ".join(_cut_position(scan) for scan in cut)
+        return f"{self.path} is truncated at {where}; `so101 record --recover {self.path}` rebuilds it"
+
+    @property
     def problems(self) -> list[str]:
         return [f"{scan.path.name}: {p}" for scan in self.scans for p in scan.problems]
 
@@ -200,6 +209,13 @@ class Bag:
         return reader
 
 
+def _cut_position(scan: McapScan) -> str:
+    size = scan.path.stat().st_size
+    if scan.stopped_at is None:  # the data ends cleanly but the summary and footer never came
+        return f"the end of {scan.path.name} ({size} bytes, no footer: the recorder was stopped before closing it)"
+    return f"byte {scan.stopped_at} of {size} of {scan.path.name}"
+
+
 def _to_trajectory(topic: str, batch: JointStateBatch, log_time: np.ndarray, names: Sequence[str] | None,
                    time_source: str) -> JointStateRead:
     n = batch.count
@@ -275,14 +291,18 @@ def read_episode(bag: Bag | Path | str, *, names: Sequence[str] | None = JOINT_N
             for topic, msgtype in bag.topics.items() if msgtype == JOINT_STATE_TYPE}
 
 
-def read_topic_pair(path: Path | str, required: str, optional: str, *, names: Sequence[str] | None = JOINT_NAMES,
+def read_topic_pair(path: Bag | Path | str, required: str, optional: str, *, names: Sequence[str] | None = JOINT_NAMES,
                     ) -> tuple[JointTrajectory, JointTrajectory | None]:
     """Two JointState topics of one bag: ``required`` (a :class:`BagReadError` naming the topics the
-    bag does have when it is absent) and ``optional`` (``None`` when absent), e.g. states + commands."""
-    bag = Bag(path)
+    bag does have when it is absent, or where it is cut when it is truncated before that topic) and
+    ``optional`` (``None`` when absent), e.g. states + commands. A truncated bag is read up to the cut:
+    check :attr:`Bag.truncation` (pass a :class:`Bag` to keep it)."""
+    bag = path if isinstance(path, Bag) else Bag(path)
     topics = bag.topics
     if required not in topics:
-        raise BagReadError(f"bag {path} has no topic {required}; it has {sorted(topics)}")
+        if bag.truncation:
+            raise BagReadError(f"no {required} message before the cut: {bag.truncation}")
+        raise BagReadError(f"bag {bag.path} has no topic {required}; it has {sorted(topics)}")
     first = read_joint_states(bag, required, names=names)
     second = read_joint_states(bag, optional, names=names) if optional in topics else None
     return first, second

@@ -31,9 +31,11 @@ from __future__ import annotations
 
 import enum
 import math
+import numbers
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from decimal import Decimal
 
 from so101_description.joints import JOINT_NAMES
 from so101_safety.config import SafetyConfig
@@ -112,6 +114,7 @@ class FilterStats:
     measured_accepted: int = 0
     measured_rejected: Counter[str] = field(default_factory=Counter)
     steps: int = 0
+    bad_step_times: int = 0  # step() calls whose time was not a finite real number (nothing computed)
     estops: int = 0
     resets: int = 0
 
@@ -179,7 +182,7 @@ class SafetyFilter:
         if not verdict.accepted:
             self.stats.rejected[verdict.reason.value if verdict.reason else "unknown"] += 1
             return verdict
-        stamp = float(stamp)
+        stamp = float(stamp)  # a finite real number: _parse checked it
         if self._command_time is not None and stamp - self._command_time > self.config.watchdog_timeout:
             self._enter_hold()  # the stream had stalled: joints this command leaves out keep the hold
         clipped = []
@@ -264,12 +267,14 @@ class SafetyFilter:
         return bool(last.rate_limited) and between_commands
 
     def step(self, now: float) -> SafeCommand | None:
-        """The command to publish at ``now`` (None before a measured state is known or for a bad ``now``)."""
-        try:
-            now = float(now)
-        except (TypeError, ValueError):
+        """The command to publish at ``now`` (None before a measured state is known or for a bad ``now``:
+        one that is not a finite real number, counted in ``stats.bad_step_times``)."""
+        t = _to_float(now)
+        if t is None or not math.isfinite(t):
+            self.stats.bad_step_times += 1
             return None
-        if not math.isfinite(now) or not self.measured_known:
+        now = t
+        if not self.measured_known:
             return None
         if self.estopped:
             return self._step_estopped(now)
@@ -401,19 +406,17 @@ class SafetyFilter:
         if unknown:
             return Verdict.reject(RejectReason.UNKNOWN_JOINT,
                                   f"unknown joints {unknown!r}"[:200] + f"; expected some of {list(self.names)}"), []
-        try:
-            values = [float(p) for p in positions]
-        except (TypeError, ValueError, OverflowError) as err:
-            return Verdict.reject(RejectReason.MALFORMED, f"positions must be numbers: {err}"), []
+        converted = [_to_float(p) for p in positions]
+        not_numbers = [n for n, v in zip(names, converted, strict=True) if v is None]
+        if not_numbers:
+            return Verdict.reject(RejectReason.MALFORMED, f"positions must be real numbers; not for {not_numbers}"), []
+        values = [v for v in converted if v is not None]
         bad = [n for n, p in zip(names, values, strict=True) if not math.isfinite(p)]
         if bad:
-            return Verdict.reject(RejectReason.NON_FINITE, f"non-finite position for {bad}"), []
-        try:
-            t = float(stamp)
-        except (TypeError, ValueError):
-            t = _NAN
-        if not math.isfinite(t):
-            return Verdict.reject(RejectReason.BAD_STAMP, f"stamp {stamp!r} is not a finite time"), []
+            return Verdict.reject(RejectReason.NON_FINITE, f"position for {bad} {_NOT_FINITE}"), []
+        t = _to_float(stamp)
+        if t is None or not math.isfinite(t):
+            return Verdict.reject(RejectReason.BAD_STAMP, f"stamp {_show(stamp)} is not a finite time"), []
         return Verdict.ok(), [(self._index[n], p) for n, p in zip(names, values, strict=True)]
 
     def _parse_measured(self, names: Sequence[str], positions: Sequence[float], velocities: Sequence[float],
@@ -421,16 +424,18 @@ class SafetyFilter:
         try:
             names, positions, efforts = list(names), list(positions), list(efforts)
             n_velocities = len(velocities)
-            t = float(stamp)
-        except (TypeError, ValueError) as err:
+        except TypeError as err:
             return Verdict.reject(RejectReason.MALFORMED, f"malformed joint state: {err}")
+        t = _to_float(stamp)
+        if t is None:
+            return Verdict.reject(RejectReason.BAD_STAMP, f"stamp {_show(stamp)} is not a number")
         if not names:
             return Verdict.reject(RejectReason.EMPTY, "joint state without names")
         if len(positions) != len(names) or n_velocities not in (0, len(names)) or len(efforts) not in (0, len(names)):
             return Verdict.reject(RejectReason.LENGTH_MISMATCH, f"{len(names)} names, {len(positions)} positions, "
                                   f"{n_velocities} velocities, {len(efforts)} efforts")
         if not math.isfinite(t):
-            return Verdict.reject(RejectReason.BAD_STAMP, f"stamp {stamp!r} is not a finite time")
+            return Verdict.reject(RejectReason.BAD_STAMP, f"stamp {_show(stamp)} is not a finite time")
         if len({n for n in names if isinstance(n, str)}) != sum(isinstance(n, str) for n in names):
             return Verdict.reject(RejectReason.DUPLICATE_NAME, "joints named more than once")
         used = 0
@@ -438,7 +443,7 @@ class SafetyFilter:
             i = self._index.get(name) if isinstance(name, str) else None
             if i is None:
                 continue
-            q = _as_float(positions[k])
+            q = _as_float(positions[k])  # not a number, NaN, ±inf or beyond the float range: not used
             if math.isfinite(q):
                 self._measured[i] = q
                 self._measured_time[i] = t
@@ -453,8 +458,35 @@ class SafetyFilter:
         return Verdict.ok()
 
 
-def _as_float(value: object) -> float:
+_NOT_FINITE = "is NaN, infinite or beyond the float range"
+
+
+def _to_float(value: object) -> float | None:
+    """A real number of any type and size as a float (±inf beyond the float range); None for anything
+    else (text, bools, complex numbers, None, containers): only numbers are taken as numbers."""
+    if isinstance(value, (bool, str, bytes, bytearray)):
+        return None
+    if not isinstance(value, (numbers.Real, Decimal)):
+        if isinstance(value, numbers.Number):  # complex
+            return None
+        try:  # numpy 0-d arrays and other objects that say they are real numbers
+            return float(value)  # type: ignore[arg-type]
+        except (TypeError, ValueError, OverflowError):
+            return None
     try:
-        return float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError, OverflowError):
-        return _NAN
+        return float(value)
+    except OverflowError:  # an int/Fraction/Decimal too large for a float
+        return math.inf
+    except (TypeError, ValueError):
+        return None
+
+
+def _as_float(value: object) -> float:
+    number = _to_float(value)
+    return _NAN if number is None else number
+
+
+def _show(value: object) -> str:
+    """A bounded repr for messages (10**400 has 401 digits)."""
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."

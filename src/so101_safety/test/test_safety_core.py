@@ -4,7 +4,10 @@ test_safety_properties.py)."""
 from __future__ import annotations
 
 import math
+from decimal import Decimal
+from fractions import Fraction
 
+import numpy as np
 import pytest
 
 from so101_description.joints import JOINT_NAMES
@@ -289,3 +292,22 @@ def test_ticks_carry_the_watchdog_hold_and_the_estop():
     g.step(0.02)
     g.estop("test")
     assert g.tick_due(0.04, DT)
+
+
+def test_numbers_of_any_type_and_size_are_used_or_rejected_with_a_reason():
+    f = SafetyFilter()
+    assert f.step(10**400) is None and f.stats.bad_step_times == 1  # was: OverflowError
+    assert f.step(Decimal("NaN")) is None and f.step("1.0") is None and f.stats.bad_step_times == 3
+    measured = f.on_measured(JOINT_NAMES, [0.0] * 6, [], [], 10**400)
+    assert measured.reason is RejectReason.BAD_STAMP and "is not a finite time" in measured.detail
+    assert f.on_measured(JOINT_NAMES, [Fraction(1, 10), Decimal("0.2"), np.float32(0.3), np.int64(0), 0, 0.0],
+                         [], [10**400] * 6, Fraction(3, 5))
+    huge = f.on_command(["elbow_flex"], [10**400], 1.0)
+    assert huge.reason is RejectReason.NON_FINITE and "beyond the float range" in huge.detail
+    assert f.on_command(["elbow_flex"], [0.1], 10**400).reason is RejectReason.BAD_STAMP
+    assert f.on_command(["elbow_flex"], [True], 1.0).reason is RejectReason.MALFORMED
+    assert f.on_command(["elbow_flex"], [1 + 2j], 1.0).reason is RejectReason.MALFORMED
+    assert f.on_command(["elbow_flex", "wrist_flex"], [Fraction(1, 5), Decimal("-0.1")], Decimal("0.6"))
+    out = f.step(np.float64(0.6))
+    assert out is not None and out.positions[1] == pytest.approx(0.2) and out.targets[2] == pytest.approx(0.2)
+    assert out.targets[3] == pytest.approx(-0.1)

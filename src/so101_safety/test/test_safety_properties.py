@@ -1,6 +1,8 @@
 """Properties of SafetyFilter over arbitrary input sequences (hypothesis).
 
-Random configs, random commands (any floats incl. NaN/inf/huge, random names and lengths), random
+Random configs, random commands (any real number of any type and size: floats incl. NaN/inf, ints and
+fractions beyond the float range, decimals, numpy scalars; and things that are not numbers: text, bools,
+complex, None; random names and lengths), random
 measured states, gripper loads, e-stops, resets and random timing (zero, tiny, normal, huge gaps,
 going backwards). After every step the output is checked against the guarantees in
 ``so101_safety.core``; nothing may raise.
@@ -10,7 +12,12 @@ from __future__ import annotations
 
 import copy
 import math
+import numbers
+import sys
+from decimal import Decimal
+from fractions import Fraction
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
@@ -27,7 +34,30 @@ PROFILE = settings(max_examples=150, stateful_step_count=60, deadline=None, dera
 POS_TOL = 1e-9  # rad: floating-point rounding allowed on the position bounds
 
 any_float = st.floats(allow_nan=True, allow_infinity=True)
-joint_value = st.one_of(st.floats(-4.0, 4.0), any_float, st.sampled_from([0.0, 1e300, -1e300, math.nan, math.inf]))
+# numbers of every type and size the API can be handed, and things that only look like numbers
+huge = st.sampled_from([10**400, -(10**400), 2**1024, Fraction(10**400, 3), Decimal("1e400"), Decimal("-1e999"),
+                        np.longdouble("1e4000") if np.finfo(np.longdouble).max > 1e4000 else 10**4000])
+any_number = st.one_of(
+    any_float, huge, st.integers(), st.fractions(), st.decimals(allow_nan=True, allow_infinity=True),
+    st.floats(width=32).map(np.float32), st.integers(-(2**63), 2**63 - 1).map(np.int64))
+not_a_number = st.one_of(st.text(max_size=3), st.booleans(), st.none(), st.complex_numbers(max_magnitude=10),
+                         st.just([1.0]), st.just(b"1"))
+any_value = st.one_of(any_number, not_a_number)
+joint_value = st.one_of(st.floats(-4.0, 4.0), any_float, st.sampled_from([0.0, 1e300, -1e300, math.nan, math.inf]),
+                        any_value)
+
+
+def usable(value: object) -> bool:
+    """Independent truth: a real number (not a bool) that a float holds finitely."""
+    if isinstance(value, bool) or not isinstance(value, (numbers.Real, Decimal)):
+        return False
+    if isinstance(value, Decimal) and not value.is_finite():
+        return False
+    if isinstance(value, np.floating):  # compared in its own precision (a long double may exceed a float)
+        return bool(np.isfinite(value)) and abs(np.longdouble(value)) <= np.longdouble(sys.float_info.max)
+    if isinstance(value, float) and not math.isfinite(value):
+        return False
+    return abs(value) <= sys.float_info.max
 names = st.one_of(st.sampled_from(JOINT_NAMES), st.sampled_from(["", "elbow", "GRIPPER", "gripper ", "x"]), st.text(max_size=5))
 gaps = st.one_of(
     st.floats(1e-4, 0.03),  # a normal tick
@@ -80,12 +110,15 @@ class FilterMachine(RuleBasedStateMachine):
     def command(self, data, n: int, mismatch: int, stamp_bad: bool) -> None:
         ns = data.draw(st.lists(names, min_size=n, max_size=n))
         ps = data.draw(st.lists(joint_value, min_size=max(0, n + mismatch), max_size=max(0, n + mismatch)))
-        stamp = data.draw(st.sampled_from([math.nan, math.inf])) if stamp_bad else self.now
+        stamp = data.draw(st.one_of(st.sampled_from([math.nan, math.inf]), huge, not_a_number)) if stamp_bad \
+            else self.now
         verdict = self.f.on_command(ns, ps, stamp)
         if verdict.accepted:
             assert not self.estopped and not stamp_bad and len(ns) == len(ps) and ns
             assert all(n in JOINT_NAMES for n in ns) and len(set(ns)) == len(ns)
-            assert all(math.isfinite(p) for p in ps)
+            assert all(usable(p) for p in ps)
+        elif len(ns) == len(ps) and ns and all(n in JOINT_NAMES for n in ns) and len(set(ns)) == len(ns):
+            assert verdict.detail  # used or rejected with a reason
             self.command_time = stamp if self.command_time is None else max(stamp, self.command_time)
             self.events_since_prev = True
 
@@ -105,8 +138,8 @@ class FilterMachine(RuleBasedStateMachine):
         ns = list(JOINT_NAMES[:subset])
         self.f.on_measured(ns, positions[:subset], [], efforts[:subset] if efforts else [], self.now)
         for i in range(subset):
-            if math.isfinite(positions[i]):
-                self.measured[i] = positions[i]
+            if usable(positions[i]):
+                self.measured[i] = float(positions[i])
                 self.measured_time[i] = self.now
 
     @rule(positions=st.lists(st.floats(-4.0, 4.0), min_size=6, max_size=6))
@@ -121,15 +154,26 @@ class FilterMachine(RuleBasedStateMachine):
         verdict = self.f.on_measured(ns, ps, [], [], self.now)
         if verdict.accepted:  # only known joints with finite positions count
             for name, p in zip(ns, ps, strict=True):
-                if name in JOINT_NAMES and math.isfinite(p):
+                if name in JOINT_NAMES and usable(p):
                     i = JOINT_NAMES.index(name)
-                    self.measured[i], self.measured_time[i] = p, self.now
+                    self.measured[i], self.measured_time[i] = float(p), self.now
 
     @rule(position=st.floats(-4.0, 4.0), effort=st.one_of(st.floats(-4.0, 4.0), any_float))
     def gripper_effort(self, position: float, effort: float) -> None:
         """The gripper's load arrives as its effort in a joint state (N·m, any sign, or garbage)."""
         if self.f.on_measured(["gripper"], [position], [], [effort], self.now).accepted:
             self.measured[5], self.measured_time[5] = position, self.now
+
+    @rule(now=st.one_of(huge, not_a_number, st.sampled_from([math.nan, math.inf, -math.inf, Decimal("NaN")])))
+    def step_at_an_unusable_time(self, now: object) -> None:
+        before, bad = self.f.last, self.f.stats.bad_step_times
+        assert self.f.step(now) is None  # nothing computed, nothing changed, and counted
+        assert self.f.last is before and self.f.stats.bad_step_times == bad + 1
+
+    @rule(stamp=st.one_of(huge, not_a_number))
+    def measured_at_an_unusable_time(self, stamp: object) -> None:
+        verdict = self.f.on_measured(JOINT_NAMES, [0.0] * 6, [], [], stamp)
+        assert not verdict.accepted and verdict.detail
 
     @rule()
     def estop(self) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -29,7 +30,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     labels = [s.strip() for s in args.labels.split(",")]
     if args.compare is not None and len(labels) != 2:
-        print(f"so101 analyze: error: --labels needs two comma-separated labels, got {args.labels!r}")
+        print(f"so101 analyze: error: --labels needs two comma-separated labels, got {args.labels!r}", file=sys.stderr)
         return 2
     try:
         config = MetricsConfig(large_gap_thresholds={**MetricsConfig().large_gap_thresholds,
@@ -44,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
             comparison = write_comparison([summary, other], labels, args.report or args.dataset / "comparison")
             output = {"summary": summary, "compare_summary": other, "comparison": comparison}
     except (DatasetError, MetricsError, ReportError) as err:
-        print(f"so101 analyze: error: {err}")
+        print(f"so101 analyze: error: {err}", file=sys.stderr)
         return 1
     if args.json:
         print(json.dumps(output, indent=2))

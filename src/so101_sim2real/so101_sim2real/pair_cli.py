@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import logging
 import re
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -73,7 +74,11 @@ def pair_runs(real_runs: list[Run], sim: list[Run] | Callable[[Run], tuple[Run, 
             sim_run = by_name[real.name]
         else:
             raise PairError(f"no sim run for motion {real.name!r}; sim has {sorted(by_name)}")
-        metadata = {"motion": real.name, "real": real.metadata, "sim": sim_run.metadata}
+        metadata = {"motion": real.name, "real": real.metadata, "sim": sim_run.metadata,
+                    "truncated": [f"{side}: {note}" for side, run in (("real", real), ("sim", sim_run))
+                                  if (note := run.metadata.get("truncated"))]}
+        for note in metadata["truncated"]:
+            _LOG.warning("motion %s: %s", real.name, note)
         metadata["real_effort_unsigned"] = bool(real.metadata.get("effort_unsigned"))
         prior = None
         if real.window is not None and sim_run.metadata.get("format") == "sage":
@@ -115,9 +120,13 @@ def run(args: argparse.Namespace) -> int:
         dataset.metadata.update({"real": str(args.real), "sim": str(args.sim)})
         dataset.save(args.out)
     except (PairError, AlignmentError, DatasetError, sage.SageFormatError) as err:
-        print(f"so101 pair: error: {err}")
+        print(f"so101 pair: error: {err}", file=sys.stderr)
         return 1
     print(f"wrote {len(dataset)} episode(s) at {dataset.rate_hz:g} Hz to {args.out}")
+    for episode in dataset:  # said where the user looks, not only in a log
+        for note in episode.metadata.get("truncated", []):
+            print(f"so101 pair: warning: episode {episode.name} was paired from a truncated bag: {note}",
+                  file=sys.stderr)
     for episode in dataset:
         clock = episode.metadata["clock"]
         print(f"  {episode.name}: {len(episode)} samples, clock offset {clock['offset']:.6f} s, "
@@ -128,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             page = write_report(dataset, summarize(dataset, source=str(args.out)), args.report)
         except ReportError as err:
-            print(f"so101 pair: error: {err}")
+            print(f"so101 pair: error: {err}", file=sys.stderr)
             return 1
         print(f"report: {page}")
     return 0
@@ -151,15 +160,17 @@ def _load_sage(folder: Path, kind: str) -> Run:
 
 
 def _load_bag(path: Path, kind: str, state_topic: str, command_topic: str) -> Run:
-    from so101_recorder.bag_reader import read_topic_pair
+    from so101_recorder.bag_reader import Bag, read_topic_pair
     from so101_recorder.errors import RecorderError
 
     try:
-        state, command = read_topic_pair(path, state_topic, command_topic)
+        bag = Bag(path)
+        state, command = read_topic_pair(bag, state_topic, command_topic)
     except RecorderError as err:
         raise PairError(f"cannot read {kind} bag {path}: {err}") from err
     metadata = {"format": "bag", "path": str(path), "state_topic": state_topic,
-                "command_topic": command_topic if command is not None else None, "effort_unsigned": False}
+                "command_topic": command_topic if command is not None else None, "effort_unsigned": False,
+                "truncated": bag.truncation}
     return Run(path.stem, state, command, None, metadata)
 
 

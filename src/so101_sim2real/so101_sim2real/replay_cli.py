@@ -10,6 +10,7 @@ state (ASAP-style delta action: the sim is driven with ``command + Δ``).
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from tqdm import tqdm
@@ -44,7 +45,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     source.add_argument("--sage-real", type=Path, help="SAGE real run folder (output/real/<robot>/<source>/<motion>)")
     parser.add_argument("--out", type=Path, required=True, help="output bag folder, or SAGE sim run folder with --format sage")
     parser.add_argument("--format", choices=("bag", "sage"), default="bag", help="output format (default: bag)")
-    parser.add_argument("--delta-model", type=Path, help="GapONet model file (ONNX/TorchScript): drive the sim with command + Δ")
+    parser.add_argument("--delta-model", type=Path, help="GapONet model file (ONNX/TorchScript): drive the sim with command + Δ. "
+                        "TorchScript files are code (torch.jit.load runs them): use only ones you trust; prefer ONNX")
     parser.add_argument("--command-topic", default=COMMAND_TOPIC, help=f"command topic in --bag (default {COMMAND_TOPIC})")
     parser.add_argument("--state-topic", default=STATE_TOPIC,
                         help=f"measured state topic in --bag, for the initial state (default {STATE_TOPIC})")
@@ -119,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
     if args.isaac:
         args.sim = "isaac"
     if args.out.exists():
-        print(f"so101 replay: output {args.out} already exists; choose a new path")
+        print(f"so101 replay: error: output {args.out} already exists; choose a new path", file=sys.stderr)
         return 2
     try:
         source = load_source(args)
@@ -138,7 +140,7 @@ def run(args: argparse.Namespace) -> int:
             write_replay_bag(args.out, source, applied, state, args.sim_command_topic, args.sim_state_topic,
                              robot_id=f"{args.sim}_so101", notes=f"so101 replay of {source.metadata}")
     except (ReplayError, MujocoSimError) as err:
-        print(f"so101 replay: {err}")
+        print(f"so101 replay: error: {err}", file=sys.stderr)
         return 1
     print(f"so101 replay: {source.name}: {len(state)} sim samples over {state.duration:.2f} s -> {args.out}")
     return 0

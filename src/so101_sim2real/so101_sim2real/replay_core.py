@@ -23,7 +23,7 @@ from rosbags.typesys import Stores, get_typestore
 
 from so101_description.joints import JOINT_NAMES
 from so101_description.trajectory import JointTrajectory
-from so101_recorder.bag_reader import read_topic_pair
+from so101_recorder.bag_reader import Bag, read_topic_pair
 from so101_recorder.bag_writer import EpisodeWriter
 from so101_recorder.errors import RecorderError
 from so101_recorder.metadata import EpisodeMetadata
@@ -83,9 +83,12 @@ def load_bag_source(path: str | Path, command_topic: str = COMMAND_TOPIC, state_
     """A recorded bag: its command stream, starting from the measured state (or the first command)."""
     path = Path(path)
     try:
-        command, state = read_topic_pair(path, command_topic, state_topic)
+        bag = Bag(path)
+        command, state = read_topic_pair(bag, command_topic, state_topic)
     except RecorderError as err:
         raise ReplayError(f"cannot read bag {path}: {err}") from err
+    if bag.truncation:
+        _LOG.warning("replaying only up to the cut: %s", bag.truncation)
     if len(command) == 0:
         raise ReplayError(f"bag {path}: topic {command_topic} holds no usable joint commands")
     if state is not None and len(state) and np.isfinite(state.position).all():
@@ -93,7 +96,7 @@ def load_bag_source(path: str | Path, command_topic: str = COMMAND_TOPIC, state_
     else:
         _LOG.warning("bag %s has no measured state on %s: starting from the first command", path, state_topic)
         initial = command.position[0]
-    return ReplaySource(path.name, command, initial, {"format": "bag", "path": str(path),
+    return ReplaySource(path.name, command, initial, {"format": "bag", "path": str(path), "truncated": bag.truncation,
                                                        "command_topic": command_topic, "state_topic": state_topic})
 
 

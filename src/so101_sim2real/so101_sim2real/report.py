@@ -75,6 +75,8 @@ def summarize(dataset: PairedDataset, config: MetricsConfig | None = None, sourc
         "large_gap_thresholds": dict(config.large_gap_thresholds),
         "episodes": episodes,
         "overall": overall,
+        # episodes paired from a cut bag: their data stops at the cut
+        "truncated_inputs": {e.name: list(e.metadata["truncated"]) for e in dataset if e.metadata.get("truncated")},
     }
 
 
@@ -96,6 +98,8 @@ def write_report(dataset: PairedDataset, summary: dict[str, Any], out_dir: str |
         _LOG.info("plotted the first %d of %d episodes", max_episode_plots, len(dataset))
     tables = [("Overall (mean over episodes)", _metric_table(summary["overall"])),
               ("Position RMSE per episode (rad)", _episode_table(summary, "position", "rmse"))]
+    if summary.get("truncated_inputs"):
+        tables.insert(0, ("Episodes from truncated bags (data stops at the cut)", _truncation_table(summary)))
     page = _html_page(f"Sim-to-real gap: {summary.get('dataset') or 'dataset'}", tables, figures, summary)
     (out / "report.html").write_text(page)
     return out / "report.html"
@@ -216,6 +220,12 @@ def _episode_table(summary: dict[str, Any], quantity: str, metric: str) -> str:
                                                       for j in JOINT_NAMES) + "</tr>"
         for name, values in summary["episodes"].items())
     return f"<table><tr><th>episode</th>{head}</tr>{rows}</table>"
+
+
+def _truncation_table(summary: dict[str, Any]) -> str:
+    rows = "".join(f"<tr><th>{html.escape(name)}</th><td style='text-align:left'>{html.escape(note)}</td></tr>"
+                   for name, notes in summary["truncated_inputs"].items() for note in notes)
+    return f"<table><tr><th>episode</th><th>input</th></tr>{rows}</table>"
 
 
 def _delta_table(entry: dict[str, Any], labels: Sequence[str]) -> str:

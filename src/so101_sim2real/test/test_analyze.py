@@ -74,6 +74,6 @@ def test_compare_before_after(tmp_path: Path, capsys: pytest.CaptureFixture[str]
 
 def test_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert analyze_cli.run(analyze(str(tmp_path))) == 1
-    assert "dataset.json is missing" in capsys.readouterr().out
+    assert "dataset.json is missing" in capsys.readouterr().err
     ds = make_dataset(tmp_path / "ds", 0.0)
     assert analyze_cli.run(analyze(str(ds), "--compare", str(ds), "--labels", "only")) == 2

@@ -26,7 +26,7 @@ def test_save_load_round_trip(tmp_path: Path) -> None:
     index = json.loads((tmp_path / "ds" / "dataset.json").read_text())
     assert index["schema_version"] == SCHEMA_VERSION and index["units"]["real_effort"] == "N*m"
     assert [e["file"] for e in index["episodes"]] == ["episodes/a.npz", "episodes/b.npz"]
-    with np.load(tmp_path / "ds" / "episodes" / "b.npz") as raw:
+    with np.load(tmp_path / "ds" / "episodes" / "b.npz", allow_pickle=False) as raw:
         assert raw["real_position"].shape == (25, 6) and raw["real_position"].dtype == np.float64
     loaded = PairedDataset.load(tmp_path / "ds")
     assert loaded.rate_hz == 50.0 and loaded.metadata == {"created_by": "test"}

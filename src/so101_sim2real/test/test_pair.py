@@ -73,10 +73,10 @@ def test_pair_single_motion_and_errors(tmp_path: Path, capsys: pytest.CaptureFix
     one = PairedDataset.load(tmp_path / "one")
     assert one.rate_hz == 100.0 and len(one) == 1 and one.episodes[0].metadata["clock"]["drift"] == 0.0
     assert pair_cli.run(pair_args(REAL_ROOT, tmp_path / "missing", tmp_path / "x")) == 1
-    assert "does not exist" in capsys.readouterr().out
+    assert "does not exist" in capsys.readouterr().err
     (sim_root / "prbs_excitation").rename(tmp_path / "elsewhere")
     assert pair_cli.run(pair_args(REAL_ROOT, sim_root, tmp_path / "x")) == 1
-    assert "no sim run for motion 'prbs_excitation'" in capsys.readouterr().out
+    assert "no sim run for motion 'prbs_excitation'" in capsys.readouterr().err
 
 
 def test_one_command_from_a_sage_real_folder_to_a_mujoco_paired_dataset_and_report(

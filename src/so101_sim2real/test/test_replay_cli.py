@@ -78,7 +78,7 @@ def test_sage_real_to_sage_sim_folder_with_delta_model(tmp_path: Path) -> None:
 
 def test_errors_are_one_line_and_keep_outputs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert so101(["replay", "--motion", str(tmp_path / "missing.txt"), "--out", str(tmp_path / "o")]) == 1
-    assert "so101 replay:" in capsys.readouterr().out
+    assert "so101 replay: error:" in capsys.readouterr().err
     (tmp_path / "taken").mkdir()
     assert so101(["replay", "--motion", str(MOTION), "--out", str(tmp_path / "taken")]) == 2
-    assert "already exists" in capsys.readouterr().out
+    assert "already exists" in capsys.readouterr().err

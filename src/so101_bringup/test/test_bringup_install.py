@@ -30,7 +30,8 @@ def test_pip_install_ships_launch_config_models_found_through_the_ament_index(tm
     shutil.copytree(WORKSPACE / "src" / "so101_bringup", workspace / "src" / "so101_bringup",
                     ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__", "test"))
     prefix = tmp_path / "prefix"
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
+    # --ignore-installed: pip would otherwise uninstall the environment's own so101_bringup first
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--ignore-installed",
                     "--disable-pip-version-check", "--prefix", str(prefix), str(workspace / "src" / "so101_bringup")],
                    check=True, cwd=tmp_path)
     share = prefix / "share" / "so101_bringup"

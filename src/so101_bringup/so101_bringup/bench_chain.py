@@ -23,8 +23,9 @@ from rclpy.node import Node
 from sensor_msgs.msg import JointState
 
 from so101_bringup.composition import ComposedGraph, GraphOptions, NodeSpec, deploy_graph
-from so101_description.joints import JOINT_NAMES
-from so101_testing import BenchResult, apply_private_ros_env, percentile, wait_for
+from so101_common.bench import BenchResult, percentile
+from so101_common.joints import JOINT_NAMES
+from so101_testing import apply_private_ros_env, wait_for
 
 __all__ = ["RelayNode", "benchmarks"]
 

@@ -29,7 +29,7 @@ from sensor_msgs.msg import JointState
 
 from so101_bringup.composition import ComposedGraph, GraphOptions, deploy_graph
 from so101_bringup.motions import load_motion
-from so101_description.joints import JOINT_NAMES
+from so101_common.joints import JOINT_NAMES
 from so101_testing import apply_private_ros_env, wait_for
 
 __all__ = ["add_arguments", "run"]

@@ -17,7 +17,7 @@ from sensor_msgs.msg import JointState
 from std_srvs.srv import Trigger
 
 from so101_bringup.motions import MotionError, load_motion, sample
-from so101_description.node_runner import run_node
+from so101_ros.node_runner import run_node
 
 __all__ = ["MotionPlayerNode", "main"]
 

@@ -1,6 +1,6 @@
 """Scripted command motions: built-in smooth sweeps, or motion files, sampled at any time.
 
-A motion is a :class:`~so101_description.trajectory.JointTrajectory` of command positions (rad);
+A motion is a :class:`~so101_common.trajectory.JointTrajectory` of command positions (rad);
 the motion player node publishes it as if it were a policy, which is how the demo and the
 sim-to-real loop drive the arm without a trained policy.
 """
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import numpy as np
 
-from so101_description.joints import JOINTS
-from so101_description.trajectory import JointTrajectory
+from so101_common.joints import JOINTS
+from so101_common.trajectory import JointTrajectory
 
 __all__ = ["BUILTIN_MOTIONS", "MotionError", "builtin_motion", "load_motion", "sample"]
 

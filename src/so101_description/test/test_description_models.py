@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 from urdf_parser_py.urdf import URDF
 
+from so101_common.joints import JOINT_NAMES, JOINTS
 from so101_description import paths
-from so101_description.joints import JOINT_NAMES, JOINTS
 
 LINKS = ("base_link", "shoulder_link", "upper_arm_link", "lower_arm_link", "wrist_link", "gripper_link",
          "moving_jaw_so101_v1_link")

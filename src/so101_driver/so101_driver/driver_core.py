@@ -22,12 +22,12 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from enum import IntEnum
 from typing import Protocol
 
 import numpy as np
 
-from so101_description.joints import GRIPPER, JOINT_NAMES
+from so101_common.diagnostics import Level
+from so101_common.joints import GRIPPER, JOINT_NAMES
 from so101_driver.bus import Feedback
 from so101_driver.calibration import JointMapping, MotorCalibration
 from so101_driver.control_table import decode_error_bits
@@ -41,7 +41,6 @@ __all__ = [
     "ServoTelemetry",
     "CycleResult",
     "CommandResult",
-    "Level",
     "DiagnosticEntry",
 ]
 
@@ -61,15 +60,6 @@ class BusLike(Protocol):
     def sync_write_goal_positions(self, goals: Mapping[int, int]) -> None: ...
     def set_torque(self, ids: Iterable[int], enabled: bool) -> None: ...
     def configure_lerobot(self, ids: Sequence[int], gripper_id: int | None = None) -> None: ...
-
-
-class Level(IntEnum):
-    """Same values as ``diagnostic_msgs/DiagnosticStatus``."""
-
-    OK = 0
-    WARN = 1
-    ERROR = 2
-    STALE = 3
 
 
 @dataclass(frozen=True)

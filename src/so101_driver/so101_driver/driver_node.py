@@ -18,12 +18,12 @@ from rclpy.node import Node
 from sensor_msgs.msg import JointState
 from std_srvs.srv import Trigger
 
-from so101_description.joints import JOINT_NAMES
-from so101_description.node_runner import run_node
+from so101_common.joints import JOINT_NAMES
 from so101_driver.bus import FeetechBus
 from so101_driver.calibration import load_calibration, resolve_calibration_path
 from so101_driver.driver_core import DriverConfig, DriverCore, JointSample
 from so101_driver.errors import CommandRejected, DriverError
+from so101_ros.node_runner import run_node
 
 __all__ = ["ArmNode", "DriverNode", "main", "run_node"]
 

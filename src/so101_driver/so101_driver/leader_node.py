@@ -12,9 +12,9 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-from so101_description.node_runner import run_node
 from so101_driver.driver_node import ArmNode
 from so101_driver.errors import DriverError
+from so101_ros.node_runner import run_node
 
 __all__ = ["LeaderNode", "main"]
 

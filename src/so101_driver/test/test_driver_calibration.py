@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from lerobot.motors.motors_bus import MotorCalibration as LeRobotCalibration
 
-from so101_description.joints import GRIPPER, JOINT_NAMES, gripper_percent_to_rad, joint
+from so101_common.joints import GRIPPER, JOINT_NAMES, gripper_percent_to_rad, joint
 from so101_driver.calibration import (
     JointMapping,
     MotorCalibration,

@@ -9,10 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from so101_description.joints import JOINT_NAMES
+from so101_common.diagnostics import Level
+from so101_common.joints import JOINT_NAMES
 from so101_driver.bus import Feedback
 from so101_driver.calibration import load_calibration, raw_to_rad
-from so101_driver.driver_core import DriverConfig, DriverCore, Level
+from so101_driver.driver_core import DriverConfig, DriverCore
 from so101_driver.errors import BusError, BusTimeout, CommandRejected, PortError
 
 FIXTURE = Path(__file__).parent / "fixtures" / "so_follower_my_arm.json"

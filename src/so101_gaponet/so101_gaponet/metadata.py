@@ -17,7 +17,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from so101_description.joints import JOINT_NAMES
+from so101_common.joints import JOINT_NAMES
 
 __all__ = [
     "SCHEMA_VERSION",

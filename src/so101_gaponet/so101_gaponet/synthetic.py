@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from so101_description.joints import JOINT_NAMES, JOINTS
+from so101_common.joints import JOINT_NAMES, JOINTS
 from so101_gaponet.compensator import Compensator, CompensatorConfig
 from so101_gaponet.paired_data import Episode, causal_velocity, write_dataset
 from so101_gaponet.runtime import GapModel

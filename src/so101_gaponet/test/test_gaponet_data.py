@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from so101_description.joints import JOINT_NAMES
+from so101_common.joints import JOINT_NAMES
 from so101_gaponet import load_model
 from so101_gaponet.make_default import DEFAULT_MODEL, DEFAULT_SETTINGS
 from so101_gaponet.paired_data import DatasetError, causal_velocity, read_dataset

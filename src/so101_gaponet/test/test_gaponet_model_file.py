@@ -12,7 +12,7 @@ import onnx
 import pytest
 import torch
 
-from so101_description.joints import JOINT_NAMES
+from so101_common.joints import JOINT_NAMES
 from so101_gaponet.metadata import METADATA_KEY, GapModelMetadata
 from so101_gaponet.model_file import ModelFileError, load_model, save_onnx, save_torchscript
 

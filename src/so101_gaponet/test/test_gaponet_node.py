@@ -10,7 +10,7 @@ from rclpy.executors import SingleThreadedExecutor
 from sensor_msgs.msg import JointState
 from std_srvs.srv import SetBool
 
-from so101_description.joints import JOINT_NAMES
+from so101_common.joints import JOINT_NAMES
 from so101_gaponet.make_default import DEFAULT_MODEL as SHIPPED_MODEL
 from so101_gaponet.model_file import load_model
 from so101_testing import NodeProcess, wait_for

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from so101_description.joints import JOINT_NAMES
+from so101_common.joints import JOINT_NAMES
 from so101_gaponet import train_cli
 from so101_gaponet.compensator import Compensator, CompensatorConfig
 from so101_gaponet.model_file import load_model

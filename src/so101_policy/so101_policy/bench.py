@@ -20,8 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
-from so101_description.joints import JOINT_NAMES
-from so101_testing.bench import BenchResult, time_calls
+from so101_common.bench import BenchResult, time_calls
+from so101_common.joints import JOINT_NAMES
 
 __all__ = ["benchmarks"]
 

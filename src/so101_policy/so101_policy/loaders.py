@@ -3,7 +3,7 @@
 No rclpy here. Every loader returns a :class:`PolicyModel`: ``spec`` (a :class:`PolicySpec`
 describing features, joint order, units, chunking and rate), ``predict(obs) -> (n, A)`` in the
 *policy's* units and joint order, and ``reset()``. Unit and joint-order conversion to the ROS side
-(radians, :data:`so101_description.joints.JOINT_NAMES`) lives in :class:`PolicySpec` and is applied by
+(radians, :data:`so101_common.joints.JOINT_NAMES`) lives in :class:`PolicySpec` and is applied by
 :class:`so101_policy.runner.PolicyRunner`.
 
 Kinds
@@ -52,7 +52,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from so101_description.joints import (
+from so101_common.joints import (
     GRIPPER,
     JOINT_NAMES,
     JointSpecError,

@@ -41,11 +41,11 @@ from rclpy.qos import qos_profile_sensor_data
 from sensor_msgs.msg import Image, JointState
 from std_srvs.srv import Trigger
 
-from so101_description.joints import JOINT_NAMES, JointSpecError, reorder
-from so101_description.node_runner import run_node
+from so101_common.joints import JOINT_NAMES, JointSpecError, reorder
 from so101_policy.images import image_msg_to_array, parse_image_topics
 from so101_policy.loaders import PolicyError, load_policy
 from so101_policy.runner import AsyncPolicyRunner, PolicyRunner
+from so101_ros.node_runner import run_node
 
 __all__ = ["PolicyNode", "main"]
 

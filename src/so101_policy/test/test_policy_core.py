@@ -10,7 +10,7 @@ import time
 import numpy as np
 import pytest
 
-from so101_description.joints import GRIPPER, JOINT_NAMES, gripper_rad_to_percent
+from so101_common.joints import GRIPPER, JOINT_NAMES, gripper_rad_to_percent
 from so101_policy.loaders import (
     FeatureMismatchError,
     MissingImageError,

@@ -21,7 +21,7 @@ from rclpy.node import Node
 from sensor_msgs.msg import Image, JointState
 from std_srvs.srv import Trigger
 
-from so101_description.joints import JOINT_NAMES
+from so101_common.joints import JOINT_NAMES
 from so101_policy.tiny import make_offset_onnx
 from so101_testing import NodeProcess, wait_for
 

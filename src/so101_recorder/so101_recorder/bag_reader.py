@@ -23,8 +23,8 @@ import yaml
 from rosbags.rosbag2 import Reader
 from rosbags.rosbag2.errors import ReaderError
 
-from so101_description.joints import JOINT_NAMES
-from so101_description.trajectory import JointTrajectory
+from so101_common.joints import JOINT_NAMES
+from so101_common.trajectory import JointTrajectory
 from so101_recorder.cdr import JointStateBatch, decode_joint_states, pack_messages
 from so101_recorder.errors import BagReadError, RecorderError, io_error
 from so101_recorder.mcap_scan import McapScan, scan_mcap

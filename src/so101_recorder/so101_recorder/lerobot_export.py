@@ -12,7 +12,7 @@ Per bag, one LeRobot episode sampled at ``fps`` on the span where both streams h
 Resampling is a zero-order hold (the latest sample at or before each frame time), which is what a
 LeRobot control loop sees when it reads the robot at ``fps``. Units are LeRobot's SO-101 units
 (``use_degrees=True``): degrees from mid-range for arm joints, 0..100 for the gripper; feature names
-``<joint>.pos`` in :data:`so101_description.joints.JOINT_NAMES` order.
+``<joint>.pos`` in :data:`so101_common.joints.JOINT_NAMES` order.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
-from so101_description.joints import JOINTS, gripper_rad_to_percent
-from so101_description.trajectory import JointTrajectory
+from so101_common.joints import JOINTS, gripper_rad_to_percent
+from so101_common.trajectory import JointTrajectory
 from so101_recorder.bag_reader import Bag, load_joint_states
 from so101_recorder.errors import RecorderError
 

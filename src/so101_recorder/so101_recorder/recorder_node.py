@@ -19,9 +19,9 @@ from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from std_msgs.msg import Empty
 from std_srvs.srv import Trigger
 
-from so101_description.node_runner import run_node
 from so101_recorder.errors import RecorderError
 from so101_recorder.recorder import Recorder, RecorderConfig
+from so101_ros.node_runner import run_node
 
 __all__ = ["DEFAULT_TOPICS", "RecorderNode", "main"]
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 from rosbags.typesys import Stores, get_typestore
 
-from so101_description.joints import JOINT_NAMES
+from so101_common.joints import JOINT_NAMES
 from so101_recorder.bag_writer import EpisodeWriter, next_episode_path
 from so101_recorder.metadata import EpisodeMetadata
 

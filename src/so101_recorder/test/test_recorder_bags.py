@@ -18,7 +18,7 @@ from mcap.stream_reader import StreamReader
 from recorder_helpers import JOINT_STATE, joint_state, stamp_ns, stream, write_bag
 from rosbags.rosbag2 import Reader
 
-from so101_description.joints import JOINT_NAMES
+from so101_common.joints import JOINT_NAMES
 from so101_recorder.bag_reader import Bag, load_joint_states, read_episode, read_joint_states
 from so101_recorder.bag_writer import EpisodeWriter, next_episode_path
 from so101_recorder.errors import BagReadError, RecorderError

@@ -1,6 +1,6 @@
 """Safety filter configuration: validated limits per joint, built from defaults plus per-joint overrides.
 
-Position limits come from the joint specification (:mod:`so101_description.joints`) shrunk by a
+Position limits come from the joint specification (:mod:`so101_common.joints`) shrunk by a
 margin; velocity and acceleration limits are configured (a default for every joint, optionally
 overridden per joint). The configuration is immutable and checked in ``__post_init__``; a bad value
 raises :class:`~so101_safety.errors.SafetyConfigError` naming the parameter.
@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from so101_description.joints import JOINT_NAMES, joint
+from so101_common.joints import JOINT_NAMES, joint
 from so101_safety.errors import SafetyConfigError
 
 __all__ = ["JointOverride", "JointLimits", "SafetyConfig", "NodeOptions", "load_config", "load_parameters", "split_parameters"]

@@ -22,27 +22,18 @@ key/values.
 
 from __future__ import annotations
 
-import enum
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from so101_common.diagnostics import Level
 from so101_safety.core import FilterStats, SafeCommand
 
-__all__ = ["Level", "StatusReport", "parse_gripper_load", "load_fraction", "status_report"]
+__all__ = ["StatusReport", "parse_gripper_load", "load_fraction", "status_report"]
 
 _NUMBER = re.compile(r"^\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)")
 _SETTING_WORDS = ("limit", "max", "overload", "protect")
-
-
-class Level(enum.IntEnum):
-    """Same values as ``diagnostic_msgs/DiagnosticStatus`` levels."""
-
-    OK = 0
-    WARN = 1
-    ERROR = 2
-    STALE = 3
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from so101_description.joints import JOINT_NAMES, joint
+from so101_common.joints import JOINT_NAMES, joint
 from so101_safety.config import JointOverride, NodeOptions, SafetyConfig, load_config, load_parameters
 from so101_safety.errors import SafetyConfigError
 

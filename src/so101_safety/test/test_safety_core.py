@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from so101_description.joints import JOINT_NAMES
+from so101_common.joints import JOINT_NAMES
 from so101_safety.config import SafetyConfig
 from so101_safety.core import RejectReason, SafetyFilter
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from so101_description.joints import JOINT_NAMES
+from so101_common.diagnostics import Level
+from so101_common.joints import JOINT_NAMES
 from so101_safety.core import SafetyFilter
-from so101_safety.diagnostics import Level, load_fraction, parse_gripper_load, status_report
+from so101_safety.diagnostics import load_fraction, parse_gripper_load, status_report
 
 MAX = 2.94
 

@@ -23,8 +23,8 @@ from typing import Any
 import numpy as np
 from scipy import signal
 
-from so101_description.joints import JOINT_NAMES
-from so101_description.trajectory import JointTrajectory
+from so101_common.joints import JOINT_NAMES
+from so101_common.trajectory import JointTrajectory
 
 from .dataset import PairedEpisode
 

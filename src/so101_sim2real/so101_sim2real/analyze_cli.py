@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from so101_description.joints import JOINT_NAMES
+from so101_common.joints import JOINT_NAMES
 
 from .dataset import DatasetError, PairedDataset
 from .metrics import MetricsConfig, MetricsError

@@ -7,8 +7,8 @@ from collections.abc import Callable, Iterator
 
 import numpy as np
 
-from so101_description.trajectory import JointTrajectory
-from so101_testing.bench import BenchResult
+from so101_common.bench import BenchResult
+from so101_common.trajectory import JointTrajectory
 
 from .align import resample
 from .metrics import compare

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from so101_description.joints import JOINT_NAMES
+from so101_common.joints import JOINT_NAMES
 
 __all__ = [
     "SCHEMA_VERSION",

@@ -29,9 +29,9 @@ import mujoco
 import mujoco.rollout
 import numpy as np
 
-from so101_description.joints import JOINT_NAMES, JOINTS
+from so101_common.joints import JOINT_NAMES, JOINTS
+from so101_common.trajectory import JointTrajectory
 from so101_description.paths import mjcf_path
-from so101_description.trajectory import JointTrajectory
 
 __all__ = [
     "DEFAULT_KP",

@@ -23,8 +23,8 @@ from rclpy.qos import QoSProfile
 from rosgraph_msgs.msg import Clock as ClockMsg
 from sensor_msgs.msg import JointState
 
-from so101_description.joints import JOINT_NAMES
-from so101_description.node_runner import run_node
+from so101_common.joints import JOINT_NAMES
+from so101_ros.node_runner import run_node
 from so101_sim2real.mujoco_backend import (
     DEFAULT_FORCE_LIMIT,
     DEFAULT_KD,

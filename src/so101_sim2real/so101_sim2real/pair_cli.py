@@ -17,7 +17,7 @@ from typing import Any
 
 from tqdm import tqdm
 
-from so101_description.trajectory import JointTrajectory
+from so101_common.trajectory import JointTrajectory
 
 from . import sage
 from .align import AlignConfig, AlignmentError, ClockFit, align_episode

@@ -14,8 +14,8 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from so101_description.joints import JOINT_NAMES
-from so101_description.trajectory import JointTrajectory
+from so101_common.joints import JOINT_NAMES
+from so101_common.trajectory import JointTrajectory
 from so101_sim2real.mujoco_backend import CommandFilter, MujocoSim, MujocoSimConfig, MujocoSimError
 from so101_sim2real.replay_core import (
     COMMAND_TOPIC,

@@ -23,7 +23,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 
-from so101_description.joints import JOINT_NAMES
+from so101_common.joints import JOINT_NAMES
 
 from .dataset import PairedDataset, PairedEpisode
 from .metrics import QUANTITIES, MetricsConfig, episode_metrics

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from so101_description.trajectory import JointTrajectory
+from so101_common.trajectory import JointTrajectory
 from so101_sim2real import pair_cli, sage
 from so101_sim2real.dataset import PairedDataset
 

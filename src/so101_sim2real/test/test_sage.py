@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from so101_description.joints import GRIPPER, JOINT_NAMES, gripper_fraction_to_rad
+from so101_common.joints import GRIPPER, JOINT_NAMES, gripper_fraction_to_rad
 from so101_sim2real import sage
 
 FIXTURE = Path(__file__).parent / "fixtures" / "sage"

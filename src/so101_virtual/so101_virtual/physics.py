@@ -40,7 +40,7 @@ from pathlib import Path
 import mujoco
 import numpy as np
 
-from so101_description.joints import JOINT_NAMES, STEPS_PER_TURN
+from so101_common.joints import JOINT_NAMES, STEPS_PER_TURN
 from so101_driver.control_table import Register
 from so101_virtual.firmware import (
     CURRENT_LSB,

@@ -10,7 +10,7 @@ import mujoco
 import numpy as np
 import pytest
 
-from so101_description.joints import JOINT_NAMES, JOINTS
+from so101_common.joints import JOINT_NAMES, JOINTS
 from so101_description.paths import mjcf_path
 from so101_driver.control_table import Register, encode_register
 from so101_virtual.physics import STEPS_PER_RAD, ArmPhysics, JointMechanics, PhysicsError

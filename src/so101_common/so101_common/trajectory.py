@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from so101_description.joints import JOINT_NAMES, JointSpecError
+from so101_common.joints import JOINT_NAMES, JointSpecError
 
 __all__ = ["JointTrajectory"]
 

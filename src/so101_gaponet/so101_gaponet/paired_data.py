@@ -2,7 +2,7 @@
 
 ``dataset.json`` (schema version, rate, joint names, units, episodes with their metadata) and
 ``episodes/<name>.npz`` with ``time``, ``command``, ``real_*`` and ``sim_*`` arrays (N×J float64,
-rad, rad/s, N·m; NaN where unmeasured). ``so101_sim2real.dataset`` owns the format; this package
+rad, rad/s, N·m; NaN where unmeasured). ``so101_common.paired_dataset`` owns the format; this package
 sits below it in the dependency order, so it reads the documented files directly and only the
 fields training needs.
 """

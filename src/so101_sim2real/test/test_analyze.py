@@ -13,7 +13,7 @@ import pytest
 
 from so101_common.joints import JOINT_NAMES
 from so101_sim2real import analyze_cli
-from so101_sim2real.dataset import ARRAY_KEYS, PairedDataset, PairedEpisode
+from so101_common.paired_dataset import ARRAY_KEYS, PairedDataset, PairedEpisode
 from so101_sim2real.metrics import compare
 
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy.spatial import distance
 
-from so101_sim2real.dataset import ARRAY_KEYS, PairedEpisode
+from so101_common.paired_dataset import ARRAY_KEYS, PairedEpisode
 from so101_sim2real.metrics import MetricsConfig, MetricsError, compare, episode_metrics
 
 DT = 0.02

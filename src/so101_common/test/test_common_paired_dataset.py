@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from so101_sim2real.dataset import ARRAY_KEYS, SCHEMA_VERSION, DatasetError, PairedDataset, PairedEpisode
+from so101_common.paired_dataset import ARRAY_KEYS, SCHEMA_VERSION, DatasetError, PairedDataset, PairedEpisode
 
 
 def make_episode(name: str = "ep", n: int = 40, seed: int = 0) -> PairedEpisode:

@@ -11,7 +11,7 @@ import numpy as np
 
 from so101_common.joints import JOINT_NAMES, JointSpecError
 
-__all__ = ["JointTrajectory"]
+__all__ = ["JointTrajectory", "causal_velocity"]
 
 
 @dataclass
@@ -67,3 +67,10 @@ def _as_matrix(values: object, what: str, rows: int, cols: int) -> np.ndarray:
     if matrix.shape != (rows, cols):
         raise JointSpecError(f"{what} has shape {matrix.shape}, expected ({rows}, {cols})")
     return matrix
+
+
+def causal_velocity(position: np.ndarray, time: np.ndarray) -> np.ndarray:
+    """Backward-difference velocity (N×J, first row 0): what a servo or a controller can know at each sample."""
+    velocity = np.zeros_like(position)
+    velocity[1:] = np.diff(position, axis=0) / np.diff(time)[:, None]
+    return velocity

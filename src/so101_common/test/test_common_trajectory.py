@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from so101_common.joints import JOINT_NAMES, JointSpecError
-from so101_common.trajectory import JointTrajectory
+from so101_common.trajectory import JointTrajectory, causal_velocity
 
 
 def _trajectory(n: int = 5) -> JointTrajectory:
@@ -81,3 +81,9 @@ def test_shifted_keeps_samples() -> None:
     np.testing.assert_allclose(moved.time, traj.time + 10.0)
     np.testing.assert_array_equal(moved.position, traj.position)
     np.testing.assert_array_equal(traj.time, np.arange(3) * 0.02)  # the original is untouched
+
+
+def test_causal_velocity_is_the_backward_difference() -> None:
+    time = np.array([0.0, 0.5, 1.5])
+    position = np.array([[0.0, 1.0], [1.0, 1.0], [3.0, 0.0]])
+    np.testing.assert_allclose(causal_velocity(position, time), [[0.0, 0.0], [2.0, 0.0], [2.0, -1.0]])

@@ -57,8 +57,8 @@ def train_and_export(datasets: list[Path], out: Path, file_format: str, **settin
 
 
 def run(args: argparse.Namespace) -> int:
+    from so101_common.paired_dataset import DatasetError
     from so101_gaponet.metadata import ModelFileError
-    from so101_gaponet.paired_data import DatasetError
     from so101_gaponet.train import TrainingError
 
     file_format = args.format or ("onnx" if args.out.suffix == ".onnx" else "torchscript")

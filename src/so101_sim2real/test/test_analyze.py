@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from so101_common.joints import JOINT_NAMES
-from so101_sim2real import analyze_cli
 from so101_common.paired_dataset import ARRAY_KEYS, PairedDataset, PairedEpisode
+from so101_sim2real import analyze_cli
 from so101_sim2real.metrics import compare
 
 

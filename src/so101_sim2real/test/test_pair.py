@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from so101_common.paired_dataset import PairedDataset
 from so101_common.trajectory import JointTrajectory
 from so101_sim2real import pair_cli, sage
-from so101_common.paired_dataset import PairedDataset
 
 FIXTURE = Path(__file__).parent / "fixtures" / "sage"
 REAL_ROOT = FIXTURE / "output" / "real" / "so101" / "custom"

@@ -124,9 +124,9 @@ def _run_episode(label: str, opts: GraphOptions, duration: float, print_period: 
 
 
 def _analyse(bag: Path, out: Path) -> dict:
-    from so101_sim2real.align import AlignConfig
-    from so101_sim2real.pair_cli import load_runs, mujoco_replayer, pair_runs
-    from so101_sim2real.report import summarize, write_report
+    from so101_sim2real.analysis.report import summarize, write_report
+    from so101_sim2real.pairing.align import AlignConfig
+    from so101_sim2real.pairing.pair import load_runs, mujoco_replayer, pair_runs
 
     # The sim replays what the policy asked for (not the compensated command the driver got): the gap
     # is then "real arm vs what the sim would have done", the quantity compensation exists to close.
@@ -171,7 +171,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"\ndone: everything is under {out}")
         return 0
 
-    from so101_sim2real.report import write_comparison
+    from so101_sim2real.analysis.report import write_comparison
 
     baseline = _analyse(_run_episode("baseline", _options(out / "baseline", args, False, None), duration,
                                      args.print_period), out / "baseline")

@@ -65,7 +65,7 @@ def load_motion(source: str, rate_hz: float = 50.0, duration: float = 0.0) -> Jo
     path = Path(source)
     if not path.is_file():
         raise MotionError(f"motion {source!r} is neither a built-in motion {list(BUILTIN_MOTIONS)} nor a file")
-    from so101_sim2real.sage import read_motion_file  # the SAGE format lives with the other SAGE I/O
+    from so101_sim2real.replay.sage import read_motion_file  # the SAGE format lives with the other SAGE I/O
 
     return read_motion_file(path)
 

@@ -10,9 +10,8 @@ import numpy as np
 from so101_common.bench import BenchResult
 from so101_common.joints import JOINTS
 from so101_common.trajectory import JointTrajectory
-
-from .bench_data import benchmarks as data_benchmarks
-from .mujoco_backend import MujocoSim
+from so101_sim2real.bench_data import benchmarks as data_benchmarks
+from so101_sim2real.replay.mujoco_backend import MujocoSim
 
 __all__ = ["benchmarks"]
 

@@ -9,9 +9,8 @@ import numpy as np
 
 from so101_common.bench import BenchResult
 from so101_common.trajectory import JointTrajectory
-
-from .align import resample
-from .metrics import compare
+from so101_sim2real.analysis.metrics import compare
+from so101_sim2real.pairing.align import resample
 
 __all__ = ["benchmarks"]
 

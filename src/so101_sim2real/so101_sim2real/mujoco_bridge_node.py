@@ -25,7 +25,7 @@ from sensor_msgs.msg import JointState
 
 from so101_common.joints import JOINT_NAMES
 from so101_ros.node_runner import run_node
-from so101_sim2real.mujoco_backend import (
+from so101_sim2real.replay.mujoco_backend import (
     DEFAULT_FORCE_LIMIT,
     DEFAULT_KD,
     DEFAULT_KP,

@@ -29,7 +29,7 @@ from so101_common.trajectory import JointTrajectory
 from so101_recorder.bag_reader import read_joint_states
 from so101_recorder.errors import RecorderError
 from so101_ros.node_runner import run_node
-from so101_sim2real.replay_core import (
+from so101_sim2real.replay.core import (
     COMMAND_TOPIC,
     JOINT_STATE_TYPE,
     SIM_COMMAND_TOPIC,

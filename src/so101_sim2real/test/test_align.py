@@ -7,7 +7,7 @@ import pytest
 
 from so101_common.joints import JOINT_NAMES
 from so101_common.trajectory import JointTrajectory
-from so101_sim2real.align import (
+from so101_sim2real.pairing.align import (
     AlignConfig,
     AlignmentError,
     ClockFit,

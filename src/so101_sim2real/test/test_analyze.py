@@ -13,8 +13,8 @@ import pytest
 
 from so101_common.joints import JOINT_NAMES
 from so101_common.paired_dataset import ARRAY_KEYS, PairedDataset, PairedEpisode
-from so101_sim2real import analyze_cli
-from so101_sim2real.metrics import compare
+from so101_sim2real.analysis.metrics import compare
+from so101_sim2real.cli import analyze as analyze_cli
 
 
 def make_dataset(path: Path, sim_offset: float) -> Path:

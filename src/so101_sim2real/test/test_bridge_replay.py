@@ -15,7 +15,7 @@ from rosbags.highlevel import AnyReader
 from so101_common.joints import JOINT_NAMES, gripper_fraction_to_rad
 from so101_testing import NodeProcess, run_cli, wait_for
 
-REPLAY_CLI = "so101_sim2real.replay_cli"  # what `so101 replay` runs
+REPLAY_CLI = "so101_sim2real.cli.replay"  # what `so101 replay` runs
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "sage"
 CONFIG = Path(__file__).resolve().parents[3] / "config"
 MOTION = FIXTURES / "motion_files" / "so101" / "custom" / "single_joint_elbow.txt"

@@ -7,7 +7,7 @@ import pytest
 from scipy.spatial import distance
 
 from so101_common.paired_dataset import ARRAY_KEYS, PairedEpisode
-from so101_sim2real.metrics import MetricsConfig, MetricsError, compare, episode_metrics
+from so101_sim2real.analysis.metrics import MetricsConfig, MetricsError, compare, episode_metrics
 
 DT = 0.02
 T = np.arange(0, 10, DT)

@@ -7,7 +7,7 @@ import pytest
 
 from so101_common.joints import JOINT_NAMES, JOINTS
 from so101_common.trajectory import JointTrajectory
-from so101_sim2real.mujoco_backend import (
+from so101_sim2real.replay.mujoco_backend import (
     DEFAULT_KP,
     MujocoSim,
     MujocoSimConfig,

@@ -17,11 +17,10 @@ from typing import Any
 
 from tqdm import tqdm
 
+from so101_common.paired_dataset import DatasetError, PairedDataset
 from so101_common.trajectory import JointTrajectory
-
-from . import sage
-from .align import AlignConfig, AlignmentError, ClockFit, align_episode
-from .dataset import DatasetError, PairedDataset
+from so101_sim2real.pairing.align import AlignConfig, AlignmentError, ClockFit, align_episode
+from so101_sim2real.replay import sage
 
 __all__ = ["Run", "PairError", "load_runs", "pair_runs", "add_arguments", "run"]
 
@@ -123,7 +122,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"  {episode.name}: {len(episode)} samples, clock offset {clock['offset']:.6f} s, "
               f"drift {clock['drift'] * 1e6:.1f} ppm ({clock['method']}, score {clock['score']:.3f})")
     if args.report is not None:
-        from .report import ReportError, summarize, write_report
+        from so101_sim2real.analysis.report import ReportError, summarize, write_report
 
         try:
             page = write_report(dataset, summarize(dataset, source=str(args.out)), args.report)
@@ -166,9 +165,9 @@ def _load_bag(path: Path, kind: str, state_topic: str, command_topic: str) -> Ru
 def mujoco_replayer() -> Callable[[Run], tuple[Run, ClockFit]]:
     """Replay each real command stream in the built-in MuJoCo backend, from the real initial state."""
     try:
-        from .mujoco_backend import replay_trajectory
+        from so101_sim2real.replay.mujoco_backend import replay_trajectory
     except ImportError as err:
-        raise PairError("--sim mujoco needs so101_sim2real.mujoco_backend.replay_trajectory, "
+        raise PairError("--sim mujoco needs so101_sim2real.replay.mujoco_backend.replay_trajectory, "
                         f"which is not available yet: {err}") from err
 
     def replay(real: Run) -> tuple[Run, ClockFit]:

@@ -24,9 +24,8 @@ import numpy as np
 from scipy import signal
 
 from so101_common.joints import JOINT_NAMES
+from so101_common.paired_dataset import PairedEpisode
 from so101_common.trajectory import JointTrajectory
-
-from .dataset import PairedEpisode
 
 __all__ = [
     "AlignmentError",

@@ -16,8 +16,7 @@ from tqdm import tqdm
 
 from so101_common.joints import JOINT_NAMES
 from so101_common.trajectory import JointTrajectory
-from so101_sim2real.mujoco_backend import CommandFilter, MujocoSim, MujocoSimConfig, MujocoSimError
-from so101_sim2real.replay_core import (
+from so101_sim2real.replay.core import (
     COMMAND_TOPIC,
     SIM_COMMAND_TOPIC,
     SIM_STATE_TOPIC,
@@ -30,6 +29,7 @@ from so101_sim2real.replay_core import (
     write_replay_bag,
     write_sage_sim_run,
 )
+from so101_sim2real.replay.mujoco_backend import CommandFilter, MujocoSim, MujocoSimConfig, MujocoSimError
 
 __all__ = ["add_arguments", "run", "load_source", "delta_filter"]
 

@@ -27,7 +27,7 @@ from so101_recorder.bag_reader import read_topic_pair
 from so101_recorder.bag_writer import EpisodeWriter
 from so101_recorder.errors import RecorderError
 from so101_recorder.metadata import EpisodeMetadata
-from so101_sim2real import sage
+from so101_sim2real.replay import sage
 
 __all__ = [
     "ReplayError",

@@ -24,9 +24,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from so101_common.joints import JOINT_NAMES
-
-from .dataset import PairedDataset, PairedEpisode
-from .metrics import QUANTITIES, MetricsConfig, episode_metrics
+from so101_common.paired_dataset import PairedDataset, PairedEpisode
+from so101_sim2real.analysis.metrics import QUANTITIES, MetricsConfig, episode_metrics
 
 __all__ = ["SUMMARY_FORMAT", "ReportError", "summarize", "write_report", "write_comparison", "HEADLINE_METRICS"]
 

@@ -140,7 +140,7 @@ def _analyse(bag: Path, out: Path) -> dict:
 
 
 def _train(dataset: Path, out: Path, epochs: int) -> Path:
-    from so101_gaponet.train_cli import train_and_export
+    from so101_gaponet.export import train_and_export
 
     model = out / "gaponet_trained.onnx"
     print(f"\n== training a GapONet compensator on {dataset} ({epochs} epochs)")

@@ -19,9 +19,9 @@ from pathlib import Path
 
 import numpy as np
 
+from so101_gaponet.export import train_and_export
 from so101_gaponet.model_file import load_model
 from so101_gaponet.synthetic import closed_loop_check, make_dataset, tracking_rms
-from so101_gaponet.train_cli import train_and_export
 
 __all__ = ["CHECK_PROFILES", "DEFAULT_MODEL", "DEFAULT_SETTINGS", "main"]
 

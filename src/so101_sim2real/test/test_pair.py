@@ -10,7 +10,7 @@ import pytest
 
 from so101_common.paired_dataset import PairedDataset
 from so101_common.trajectory import JointTrajectory
-from so101_sim2real.pairing import pair as pair_cli
+from so101_sim2real.cli import pair as pair_cli
 from so101_sim2real.replay import sage
 
 FIXTURE = Path(__file__).parent / "fixtures" / "sage"

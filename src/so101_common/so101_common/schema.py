@@ -17,12 +17,12 @@ import difflib
 import json
 import typing
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
 import yaml
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError
 
-__all__ = ["SchemaError", "StrictModel", "read_yaml", "read_json", "validate", "load_yaml", "load_json"]
+__all__ = ["SchemaError", "StrictModel", "Number", "read_yaml", "read_json", "validate", "load_yaml", "load_json"]
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
@@ -41,6 +41,16 @@ class StrictModel(BaseModel):
     """Base of every file schema: unknown keys, NaN and infinities are errors; parsed records are immutable."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+
+def _number_not_bool_or_text(value: Any) -> Any:
+    if isinstance(value, bool | str):
+        raise ValueError(f"must be a number, not {type(value).__name__}")
+    return value
+
+
+Number = Annotated[float, BeforeValidator(_number_not_bool_or_text)]
+"""A float field that takes ints and floats but not ``true`` or ``"3"`` (pydantic's lax mode would)."""
 
 
 def read_yaml(path: str | Path) -> Any:

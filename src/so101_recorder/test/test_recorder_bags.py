@@ -205,7 +205,7 @@ def test_type_change_within_episode_is_refused(tmp_path):
 def test_disk_full_is_reported_with_path_and_cause(tmp_path):
     path = next_episode_path(tmp_path, "full")
     writer = EpisodeWriter(path, EpisodeMetadata(name="", robot_id="r", task="full"), flush_period_s=0.01).open()
-    writer._storage.bio = open("/dev/full", "wb")  # the kernel answers every write with ENOSPC
+    writer._output.file = open("/dev/full", "wb")  # the kernel answers every write with ENOSPC
     with pytest.raises(RecorderError) as info:
         for raw in stream(50):
             writer.write("/joint_states", JOINT_STATE, raw, 1)

@@ -99,7 +99,7 @@ def test_write_error_ends_the_episode_and_is_reported(tmp_path):
     clock = Clock()
     recorder = Recorder(RecorderConfig(root=tmp_path, flush_period_s=0.5), clock=clock)
     bag = recorder.start()
-    recorder._writer._storage.bio = open("/dev/full", "wb")  # ENOSPC from the kernel
+    recorder._writer._output.file = open("/dev/full", "wb")  # ENOSPC from the kernel
     recorder.write("/joint_states", JOINT_STATE, stream(1)[0], 0)  # buffered: fine so far
     clock.now = 1.0
     with pytest.raises(RecorderError, match="No space left on device"):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import test_deploy_chain as deploy
@@ -27,11 +28,11 @@ def _launch_nodes(name: str) -> list[dict[str, object]]:
     for call in ast.walk(ast.parse(source)):
         if not (isinstance(call, ast.Call) and getattr(call.func, "id", None) == "Node"):
             continue
-        kw = {k.arg: k.value for k in call.keywords}
+        kw: dict[str | None, Any] = {k.arg: k.value for k in call.keywords}
         package = kw["package"].value if isinstance(kw.get("package"), ast.Constant) else None
         if package is None or not package.startswith("so101_"):
             continue
-        yamls = sorted(c.value for c in ast.walk(kw.get("parameters", ast.List(elts=[])))
+        yamls = sorted(str(c.value) for c in ast.walk(kw.get("parameters", ast.List(elts=[])))
                        if isinstance(c, ast.Constant) and str(c.value).endswith(".yaml"))
         if isinstance(kw.get("parameters"), ast.Name):  # safety_params = [os.path.join(CONFIG, "safety.yaml")]
             yamls = ["safety.yaml"]

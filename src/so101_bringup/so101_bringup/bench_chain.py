@@ -15,6 +15,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import rclpy
 from rclpy.context import Context
@@ -37,7 +38,7 @@ _SAMPLES = 150
 class RelayNode(Node):
     """Republishes ``input`` on ``output`` unchanged: the baseline's stand-in for a chain stage."""
 
-    def __init__(self, **kwargs: object) -> None:
+    def __init__(self, **kwargs: Any) -> None:
         super().__init__("relay", **kwargs)
         pub = self.create_publisher(JointState, "output", 10)
         self.create_subscription(JointState, "input", pub.publish, 10)

@@ -13,11 +13,11 @@ import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import rclpy
 from rclpy.context import Context
 from rclpy.executors import SingleThreadedExecutor
-from rclpy.node import Node
 from rclpy.parameter import Parameter
 
 __all__ = ["CONFIG_DIR", "NodeSpec", "GraphOptions", "robot_graph", "teleop_graph", "deploy_graph", "ComposedGraph"]
@@ -116,7 +116,7 @@ class ComposedGraph:
         self.specs = specs
         self.config_dir = config_dir
         self.context = Context()
-        self.nodes: dict[str, Node] = {}
+        self.nodes: dict[str, Any] = {}  # by key; callers use each node class's own methods (services, helpers)
         self._executors: list[SingleThreadedExecutor] = []
         self._threads: list[threading.Thread] = []
 

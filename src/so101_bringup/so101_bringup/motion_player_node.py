@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from rclpy.node import Node
 from sensor_msgs.msg import JointState
@@ -23,7 +24,7 @@ __all__ = ["MotionPlayerNode", "main"]
 
 
 class MotionPlayerNode(Node):
-    def __init__(self, **kwargs: object) -> None:
+    def __init__(self, **kwargs: Any) -> None:
         super().__init__("motion_player", **kwargs)
         self.motion = load_motion(str(self.declare_parameter("motion", "sweep").value),
                                   duration=float(self.declare_parameter("duration", 0.0).value))

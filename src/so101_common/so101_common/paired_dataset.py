@@ -40,7 +40,7 @@ __all__ = [
 
 _LOG = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION: Literal[1] = 1
 FORMAT = "so101_sim2real.paired_dataset"  # the value of dataset.json's "format" (kept from schema version 1)
 ARRAY_KEYS: tuple[str, ...] = (
     "command",
@@ -199,7 +199,7 @@ class PairedDataset:
         path = Path(path)
         (path / "episodes").mkdir(parents=True, exist_ok=True)
         for episode in self.episodes:
-            np.savez_compressed(path / "episodes" / f"{episode.name}.npz", **episode.arrays())
+            np.savez_compressed(path / "episodes" / f"{episode.name}.npz", allow_pickle=False, **episode.arrays())
         index = DatasetIndex(
             schema_version=SCHEMA_VERSION,
             format=FORMAT,

@@ -87,7 +87,7 @@ def validate(model: type[ModelT], data: Any, source: str) -> ModelT:
     :class:`SchemaError` naming its key."""
     try:
         if isinstance(model, type) and issubclass(model, BaseModel):
-            return model.model_validate(data)  # type: ignore[return-value]
+            return model.model_validate(data)
         return TypeAdapter(model).validate_python(data)
     except ValidationError as err:
         raise _schema_error(model, err, source) from None

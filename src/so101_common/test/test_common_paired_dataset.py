@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -59,13 +60,17 @@ def test_load_errors(tmp_path: Path) -> None:
         PairedDataset.load(tmp_path / "x", episodes=["zzz"])
 
 
+def _zeros(rows: int, cols: int) -> dict[str, Any]:
+    return {k: np.zeros((rows, cols)) for k in ARRAY_KEYS}
+
+
 def test_episode_validation() -> None:
     with pytest.raises(DatasetError, match="shape"):
-        PairedEpisode(name="e", time=np.arange(3.0), **{k: np.zeros((3, 5)) for k in ARRAY_KEYS})
+        PairedEpisode(name="e", time=np.arange(3.0), **_zeros(3, 5))
     with pytest.raises(DatasetError, match="increasing"):
-        PairedEpisode(name="e", time=np.zeros(3), **{k: np.zeros((3, 6)) for k in ARRAY_KEYS})
+        PairedEpisode(name="e", time=np.zeros(3), **_zeros(3, 6))
     with pytest.raises(DatasetError, match="name"):
-        PairedEpisode(name="a/b", time=np.arange(3.0), **{k: np.zeros((3, 6)) for k in ARRAY_KEYS})
+        PairedEpisode(name="a/b", time=np.arange(3.0), **_zeros(3, 6))
     with pytest.raises(DatasetError, match="unique"):
         PairedDataset(rate_hz=50.0, episodes=[make_episode("a"), make_episode("a")])
 

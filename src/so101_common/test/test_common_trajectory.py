@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -37,7 +39,7 @@ def test_time_is_flattened() -> None:
 
 @pytest.mark.parametrize(("field", "shape"), [("position", (3, 5)), ("velocity", (2, 6)), ("effort", (3,))])
 def test_shape_errors_name_the_field(field: str, shape: tuple[int, ...]) -> None:
-    kwargs = {"position": np.zeros((3, 6)), field: np.zeros(shape)}
+    kwargs: dict[str, Any] = {"position": np.zeros((3, 6)), field: np.zeros(shape)}
     with pytest.raises(JointSpecError, match=f"{field} has shape"):
         JointTrajectory(np.zeros(3), **kwargs)
 

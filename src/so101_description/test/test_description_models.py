@@ -216,6 +216,6 @@ def test_forward_kinematics_match_the_official_description(urdf_model: mujoco.Mj
 
 def test_mjcf_and_urdf_name_the_same_meshes() -> None:
     mjcf_meshes = {m.get("file") for m in ET.parse(paths.mjcf_path()).getroot().iter("mesh")}
-    urdf_meshes = {Path(m.get("filename")).name for m in ET.fromstring(paths.urdf_text()).iter("mesh")}
+    urdf_meshes = {Path(m.get("filename", "")).name for m in ET.fromstring(paths.urdf_text()).iter("mesh")}
     assert mjcf_meshes == urdf_meshes
     assert mjcf_meshes == {p.name for p in paths.meshes_dir().glob("*.stl")}

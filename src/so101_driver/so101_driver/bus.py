@@ -102,7 +102,7 @@ class Feedback:
         values = [decode_sign_magnitude(v, bit) if bit is not None else v
                   for v, bit in zip(_FB_STRUCT.unpack_from(data), _FB_SIGN_BITS, strict=True)]
         values[6] = bool(values[6])  # Moving
-        return cls(*values, error=error)  # type: ignore[arg-type]
+        return cls(*values, error=error)  # type: ignore[arg-type, misc]  # one value per field before error
 
     @property
     def voltage_v(self) -> float:

@@ -51,7 +51,9 @@ class BusLike(Protocol):
     """What the core needs of :class:`so101_driver.bus.FeetechBus` (a fake implements it in tests)."""
 
     port: str
-    is_connected: bool
+
+    @property
+    def is_connected(self) -> bool: ...
 
     def connect(self) -> object: ...
     def close(self) -> None: ...
@@ -146,7 +148,7 @@ class DriverCore:
         self._servos = {n: _ServoState() for n in self.names}
         # goal of each joint in steps; a joint's goal is known once it was read or commanded, and
         # only known goals are written (never a made-up goal for a servo never seen)
-        self._goal_raw = np.zeros(len(self.names), dtype=int)
+        self._goal_raw: np.ndarray = np.zeros(len(self.names), dtype=int)
         self._goal_known = np.zeros(len(self.names), dtype=bool)
         self._lock = threading.RLock()
         self.torque_enabled = False

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rclpy.node import Node
@@ -53,7 +54,7 @@ class ArmNode(Node):
     role = "follower"
     state_topic = "joint_states"
 
-    def __init__(self, name: str, write_goals: bool, **kwargs: object) -> None:
+    def __init__(self, name: str, write_goals: bool, **kwargs: Any) -> None:
         super().__init__(name, **kwargs)
         # the core's and the bus's messages go to this node's ROS logger (one Python logger per node)
         self._pylog = logging.getLogger(f"so101_driver.node.{self.get_name()}")
@@ -85,7 +86,7 @@ class ArmNode(Node):
         self.create_timer(1.0 / p["rate_hz"], self._tick)
         self.create_timer(1.0 / p["diagnostics_rate_hz"], self._publish_diagnostics)
 
-    def _declare(self, **defaults: object) -> dict[str, object]:
+    def _declare(self, **defaults: Any) -> dict[str, Any]:
         return {name: self.declare_parameter(name, value).value for name, value in defaults.items()}
 
     def _core_config(self, write_goals: bool) -> DriverConfig:
@@ -132,7 +133,7 @@ class ArmNode(Node):
 class DriverNode(ArmNode):
     """The follower: also takes ``joint_command`` and offers ``~/enable_torque`` / ``~/disable_torque``."""
 
-    def __init__(self, **kwargs: object) -> None:
+    def __init__(self, **kwargs: Any) -> None:
         super().__init__("so101_driver", write_goals=True, **kwargs)
         self.create_subscription(JointState, "joint_command", self._on_command, 10)
         self.create_service(Trigger, "~/enable_torque", lambda req, res: self._torque(True, res))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from so101_driver.driver_node import ArmNode
 from so101_driver.errors import DriverError
@@ -23,7 +24,7 @@ class LeaderNode(ArmNode):
     role = "leader"
     state_topic = "/leader/joint_states"
 
-    def __init__(self, **kwargs: object) -> None:
+    def __init__(self, **kwargs: Any) -> None:
         super().__init__("so101_leader", write_goals=False, **kwargs)
 
     def start_core(self) -> None:

@@ -44,8 +44,9 @@ def main(argv: list[str] | None = None) -> int:
         figures = train_and_export([dataset], candidate, "onnx", **DEFAULT_SETTINGS)
         print("trained: " + ", ".join(f"{k} {v:.4g}" for k, v in figures.items()))
         model = load_model(candidate)
+        slew = model.metadata.delta_slew_limit
         print(f"Δ bounds {np.round(model.metadata.delta_bounds, 4).tolist()} rad, slew limit "
-              f"{np.round(model.metadata.delta_slew_limit, 4).tolist()} rad/step")
+              f"{np.round(slew, 4).tolist() if slew is not None else 'none'} rad/step")
         checks = {profile: closed_loop_check(model, profile=profile) for profile in CHECK_PROFILES}
         for profile, check in checks.items():
             print(f"closed-loop check on the synthetic arm {profile!r}: {check.describe()}")

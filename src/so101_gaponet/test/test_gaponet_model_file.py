@@ -101,6 +101,7 @@ def test_invalid_metadata_fields(tiny, tmp_path: Path, changes: dict, message: s
 def test_slew_and_smoothing_travel_in_the_file_and_older_files_have_none(tiny, tmp_path: Path) -> None:
     meta = load_model(tiny[1]).metadata
     assert meta.delta_slew_limit == tiny[0].metadata.delta_slew_limit
+    assert meta.delta_slew_limit is not None
     np.testing.assert_allclose(meta.delta_slew_limit, np.array(meta.delta_bounds) / 10)  # the training default
     record = json.loads(meta.to_json())
     del record["delta_slew_limit"], record["delta_smoothing_s"]  # a file written before the fields existed

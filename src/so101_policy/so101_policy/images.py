@@ -43,7 +43,7 @@ def image_msg_to_array(msg: Any) -> np.ndarray:
     buf = np.frombuffer(bytes(msg.data), dtype=np.uint8)
     if msg.step < row or buf.size < msg.step * msg.height:
         raise ValueError(f"image data too short: {buf.size} bytes for {msg.height}x{msg.step}")
-    img = buf[: msg.step * msg.height].reshape(msg.height, msg.step)[:, :row].reshape(msg.height, msg.width, channels)
+    img: np.ndarray = buf[: msg.step * msg.height].reshape(msg.height, msg.step)[:, :row].reshape(msg.height, msg.width, channels)
     if msg.encoding in ("bgr8", "bgra8"):
         img = img[:, :, 2::-1]
     elif channels == 4:

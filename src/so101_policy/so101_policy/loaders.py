@@ -363,7 +363,7 @@ def spec_from_metadata(meta: Mapping[str, Any], *, kind: str, source: str, polic
         raise PolicyLoadError(f"{source}: unknown policy metadata key(s) {unknown}; known: {sorted(known)}")
     try:
         chunk = int(merged.get("chunk_size", 1))
-        images = {str(k): tuple(int(s) for s in v) for k, v in dict(merged.get("image_features") or {}).items()}
+        images: dict[str, Any] = {str(k): tuple(int(s) for s in v) for k, v in dict(merged.get("image_features") or {}).items()}
         rate = merged.get("rate_hz")
         return PolicySpec(
             kind=kind, source=source, policy_type=policy_type or kind,

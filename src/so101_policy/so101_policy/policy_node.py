@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
+from functools import partial
 
 import numpy as np
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
@@ -103,7 +104,7 @@ class PolicyNode(Node):
         self.diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
         self.create_subscription(JointState, "/joint_states", self._on_joint_state, 10)
         for key, topic in self.image_topics.items():
-            self.create_subscription(Image, topic, lambda msg, k=key: self._on_image(k, msg), qos_profile_sensor_data)
+            self.create_subscription(Image, topic, partial(self._on_image, key), qos_profile_sensor_data)
         self.create_service(Trigger, "~/start", self._on_start)
         self.create_service(Trigger, "~/stop", self._on_stop)
         self.timer = self.create_timer(1.0 / rate_hz, self._on_tick)

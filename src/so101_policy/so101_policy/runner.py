@@ -297,9 +297,10 @@ class AsyncPolicyRunner:
             with self._wake:
                 while self._request is None and not self._closed:
                     self._wake.wait()
-                if self._closed:
+                request = self._request
+                if self._closed or request is None:
                     return
-                generation, tick_index, positions, images, task = self._request
+                generation, tick_index, positions, images, task = request
                 self._request = None
                 reset, self._reset_model = self._reset_model, False
             start = time.perf_counter()

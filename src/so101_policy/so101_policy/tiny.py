@@ -125,6 +125,8 @@ def make_offset_torchscript(path: str | Path, *, chunk_size: int = 5, step: Sequ
     import torch
 
     class Offset(torch.nn.Module):
+        offsets: torch.Tensor
+
         def __init__(self, offsets: torch.Tensor) -> None:
             super().__init__()
             self.register_buffer("offsets", offsets)

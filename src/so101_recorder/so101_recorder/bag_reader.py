@@ -235,7 +235,7 @@ def _to_trajectory(topic: str, batch: JointStateBatch, log_time: np.ndarray, nam
         seen.update(layout.names[i] for i in src)
         for target, values, count in zip(out, (group.position, group.velocity, group.effort), layout.counts, strict=True):
             if count and src:
-                target[np.ix_(group.rows, dst)] = values[:, src]
+                target[np.ix_(group.rows, np.asarray(dst))] = values[:, src]
     malformed = int(n - len(batch.corrupt) - usable.sum())
     if time_source == "header":
         time = batch.sec.astype(np.float64) + batch.nanosec.astype(np.float64) * 1e-9

@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import IO, Any, BinaryIO, Literal, cast
 
 import yaml
 from mcap.writer import CompressionType, Writer
@@ -41,7 +41,7 @@ __all__ = ["EpisodeWriter", "ROSBAG2_VERSION", "ROS_DISTRO", "episode_name", "ne
 
 LOG = logging.getLogger(__name__)
 
-ROSBAG2_VERSION = 9
+ROSBAG2_VERSION: Literal[9] = 9
 """rosbag2 metadata version written (Jazzy's)."""
 ROS_DISTRO = "jazzy"
 CHUNK_SIZE = 1 << 20  # bytes: a chunk also ends at every time-bounded flush
@@ -152,7 +152,7 @@ class EpisodeWriter:
             raise RecorderError(f"cannot create bag {self.path}: it exists already") from err
         except OSError as err:
             raise io_error("create bag", self.path, err) from err
-        writer = Writer(output, chunk_size=CHUNK_SIZE, compression=CompressionType.NONE)
+        writer = Writer(cast("IO[bytes]", output), chunk_size=CHUNK_SIZE, compression=CompressionType.NONE)
         self._output = output
         self._writer = writer
         self._write_guarded(lambda: writer.start(profile="ros2", library=_library_name()))

@@ -183,12 +183,12 @@ def _image_array(msg, topic: str) -> np.ndarray:
         if channels is None:
             raise RecorderError(f"{topic}: image encoding {msg.encoding!r} is not supported (rgb8, bgr8, mono8)")
         rows = np.asarray(msg.data, dtype=np.uint8).reshape(msg.height, msg.step)
-        image = rows[:, :msg.width * channels].reshape(msg.height, msg.width, channels)
+        image: np.ndarray = rows[:, :msg.width * channels].reshape(msg.height, msg.width, channels)
         image = image[..., ::-1] if msg.encoding == "bgr8" else image
         return np.repeat(image, 3, axis=2) if channels == 1 else np.ascontiguousarray(image)
     import cv2  # sensor_msgs/CompressedImage
 
-    image = cv2.imdecode(np.asarray(msg.data, dtype=np.uint8), cv2.IMREAD_COLOR)
-    if image is None:
+    decoded = cv2.imdecode(np.asarray(msg.data, dtype=np.uint8), cv2.IMREAD_COLOR)
+    if decoded is None:
         raise RecorderError(f"{topic}: cannot decode a {msg.format!r} compressed image")
-    return np.ascontiguousarray(image[..., ::-1])
+    return np.ascontiguousarray(decoded[..., ::-1])

@@ -222,7 +222,7 @@ class _Scanner:
         self.extra_size += len(blob)
         return base, len(blob), blob
 
-    def _chunk_messages(self, base: int, length: int, source: bytes | None, indexes: list[tuple[int, np.ndarray]]) -> None:
+    def _chunk_messages(self, base: int, length: int, source: bytes | mmap.mmap | None, indexes: list[tuple[int, np.ndarray]]) -> None:
         """Messages of one chunk: from its indexes when they check out, else by walking it."""
         buf, offset = (self.raw, base) if source is None else (source, 0)
         view = self.file[base:base + length] if source is None else np.frombuffer(source, dtype=np.uint8)

@@ -49,7 +49,7 @@ _Dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
 EPISODE_FILE = "episode.yaml"
 CUSTOM_DATA_KEY = "so101.episode"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION: Literal[1] = 1
 Status = Literal["recording", "complete", "failed", "recovered"]
 STATUSES: tuple[str, ...] = typing.get_args(Status)
 

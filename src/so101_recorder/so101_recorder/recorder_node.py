@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 import sys
 import threading
+from functools import partial
 
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rcl_interfaces.msg import SetParametersResult
@@ -89,7 +90,7 @@ class RecorderNode(Node):
                 self.refused[topic] = f"{msgtype}: {err}"
                 self.get_logger().error(f"not recording {topic}: {self.refused[topic]}")
                 continue
-            self.create_subscription(msg_class, topic, lambda data, t=topic, m=msgtype: self._on_message(t, m, data),
+            self.create_subscription(msg_class, topic, partial(self._on_message, topic, msgtype),
                                      self._qos(topic), raw=True)
             self.subscribed[topic] = msgtype
             self.get_logger().info(f"subscribed to {topic} [{msgtype}]")

@@ -4,6 +4,8 @@ test_safety_properties.py)."""
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from typing import Any
 
 import pytest
 
@@ -21,7 +23,8 @@ def make(config: SafetyConfig | None = None, measured=ZERO, t: float = 0.0) -> S
     return f
 
 
-def run(f: SafetyFilter, t0: float, seconds: float, command=None, measured=None):
+def run(f: SafetyFilter, t0: float, seconds: float, command: tuple[Sequence[str], Sequence[float]] | None = None,
+        measured: Sequence[float] | None = None) -> list[Any]:
     """Step at 100 Hz for ``seconds``; optionally re-send a command and a measured state every tick."""
     out = []
     for k in range(1, round(seconds / DT) + 1):
@@ -231,7 +234,7 @@ def test_time_that_does_not_advance_repeats_the_last_output():
     f.on_command(["elbow_flex"], [1.0], 0.0)
     a = f.step(0.1)
     assert f.step(0.1) is a and f.step(0.05) is a
-    assert f.step(math.nan) is None and f.step("later") is None
+    assert f.step(math.nan) is None and f.step("later") is None  # type: ignore[arg-type]  # malformed on purpose
     b = f.step(0.11)
     assert b.stamp == 0.11 and b is not a
 
@@ -248,4 +251,4 @@ def test_measured_state_validation():
     assert f.on_measured(["gripper", "camera_pan"], [0.1, 0.0], [], [], 0.0)  # other joints are ignored
     assert sum(f.stats.measured_rejected.values()) == 7 and f.stats.measured_accepted == 1
     assert f.on_gripper_load(math.nan, 0.0).reason is RejectReason.NON_FINITE
-    assert f.on_gripper_load("heavy", 0.0).reason is RejectReason.MALFORMED
+    assert f.on_gripper_load("heavy", 0.0).reason is RejectReason.MALFORMED  # type: ignore[arg-type]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -33,8 +34,8 @@ def test_motion_to_bag_follows_the_commands(tmp_path: Path) -> None:
     with AnyReader([out]) as reader:
         topics = {c.topic: c for c in reader.connections}
         assert set(topics) == {"/isaac_joint_command", "/isaac_joint_states"}
-        states = [reader.deserialize(raw, c.msgtype) for c, _, raw in reader.messages([topics["/isaac_joint_states"]])]
-        commands = [reader.deserialize(raw, c.msgtype) for c, _, raw in reader.messages([topics["/isaac_joint_command"]])]
+        states: list[Any] = [reader.deserialize(raw, c.msgtype) for c, _, raw in reader.messages([topics["/isaac_joint_states"]])]
+        commands: list[Any] = [reader.deserialize(raw, c.msgtype) for c, _, raw in reader.messages([topics["/isaac_joint_command"]])]
     targets = motion_targets()
     assert len(commands) == len(targets)
     np.testing.assert_allclose(np.array([m.position for m in commands]), targets, atol=1e-12)

@@ -119,7 +119,7 @@ class VirtualSO101:
         calibrated: bool = True,
         mechanics_seed: int | None | str = "role",
         mechanics: Sequence[JointMechanics] | None = None,
-        initial_positions: Sequence[float] | None = None,
+        initial_positions: Sequence[float] | np.ndarray | None = None,
         motion: Motion | JointTrajectory | str | os.PathLike[str] | None = None,
         loop_motion: bool = True,
         time_scale: float = 1.0,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import time
+from typing import Any
 
 import mujoco
 import numpy as np
@@ -54,7 +55,7 @@ def ramp_torque(physics: ArmPhysics, joint: int, target: float, seconds: float =
     start = physics.external_torque[joint]
     steps = round(seconds / 0.01)
     for k in range(1, steps + 1):
-        torque = np.zeros(6)
+        torque: Any = np.zeros(6)
         torque[joint] = start + (target - start) * (0.5 - 0.5 * math.cos(math.pi * k / steps))
         physics.external_torque = torque
         physics.step(0.01)

@@ -198,6 +198,7 @@ def test_leader_is_moved_by_its_hand_with_torque_off():
         errors = []
         for _ in range(40):
             robot.step(0.1)
+            assert robot.motion is not None
             errors.append(np.abs(robot.true_positions() - robot.motion(robot.sim_time)))
         last = sdk.sync_read_feedback()
         sdk.close()

@@ -57,7 +57,7 @@ def summarize(dataset: PairedDataset, config: MetricsConfig | None = None, sourc
         for q in QUANTITIES:
             for m, v in metrics[q].items():
                 stacked[q].setdefault(m, []).append(v)
-    overall = {}
+    overall: dict[str, Any] = {}
     for q in QUANTITIES:
         overall[q] = {}
         for m, values in stacked[q].items():

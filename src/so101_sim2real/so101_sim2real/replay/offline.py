@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 from tqdm import tqdm
 
 from so101_common.joints import JOINT_NAMES
@@ -31,7 +32,7 @@ def delta_filter(model_path: Path, control_rate_hz: float | None) -> tuple[Comma
         raise ReplayError(f"cannot load delta model {model_path}: {err}") from err
     compensator = Compensator(CompensatorConfig(joints=JOINT_NAMES), model)
 
-    def apply(time: float, target, position, velocity):
+    def apply(time: float, target: np.ndarray, position: np.ndarray, velocity: np.ndarray) -> np.ndarray:
         compensator.update_measured(position, velocity, stamp=time)
         return compensator.compensate(target, now=time).command
 
@@ -46,27 +47,29 @@ def replay_in_mujoco(source: ReplaySource, physics_dt: float = MujocoSimConfig.p
     ``kp``/``kd`` override the official servo gains for every joint; with ``delta_model`` the sim is
     driven with ``command + Δ`` at the model's rate (the applied command is then what it got).
     """
-    command_filter = None
+    command_filter: CommandFilter | None = None
     control_rate = control_rate_hz
     if delta_model is not None:
         command_filter, control_rate = delta_filter(delta_model, control_rate)
-    gains = {k: v for k, v in (("kp", kp), ("kd", kd)) if v is not None}
-    config = MujocoSimConfig(physics_dt=physics_dt, control_rate_hz=control_rate, **gains)
+    defaults = MujocoSimConfig()
+    config = MujocoSimConfig(physics_dt=physics_dt, control_rate_hz=control_rate,
+                             kp=defaults.kp if kp is None else kp, kd=defaults.kd if kd is None else kd)
     sim = MujocoSim(config)
     applied_rows: list[tuple[float, list[float]]] = []
 
-    def recording_filter(time, target, position, velocity):
+    def recording_filter(time: float, target: np.ndarray, position: np.ndarray, velocity: np.ndarray) -> np.ndarray:
+        assert command_filter is not None
         value = command_filter(time, target, position, velocity)
         applied_rows.append((time, list(value)))
         return value
 
     with tqdm(total=1, unit="step", desc=f"mujoco {source.name}", leave=False, disable=not progress) as bar:
-        def progress(done: int, total: int) -> None:
+        def show(done: int, total: int) -> None:
             bar.total = total
             bar.update(done - bar.n)
 
         state = sim.simulate(source.command, source.initial_position,
-                             command_filter=recording_filter if command_filter else None, progress=progress)
+                             command_filter=recording_filter if command_filter else None, progress=show)
     if not applied_rows:
         return source.command, state
     times, rows = zip(*applied_rows, strict=True)

@@ -24,7 +24,7 @@ from rclpy.executors import SingleThreadedExecutor
 from sensor_msgs.msg import JointState
 from std_srvs.srv import Trigger
 
-from so101_description.joints import JOINT_NAMES, JOINTS, reorder
+from so101_common.joints import JOINT_NAMES, JOINTS, reorder
 from so101_gaponet.model_file import load_model
 from so101_testing import NodeProcess, wait_for
 

@@ -19,7 +19,7 @@ from rclpy.executors import SingleThreadedExecutor
 from sensor_msgs.msg import JointState
 
 from so101_bringup.composition import ComposedGraph, GraphOptions, teleop_graph
-from so101_description.joints import JOINT_NAMES, reorder
+from so101_common.joints import JOINT_NAMES, reorder
 from so101_testing import NodeProcess, wait_for
 
 STARTUP_TIMEOUT = 90.0  # s: several interpreters importing rclpy/mujoco on a loaded 2-core machine

@@ -17,6 +17,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import rclpy
 from rclpy.context import Context
@@ -25,8 +26,9 @@ from rclpy.node import Node
 from sensor_msgs.msg import JointState
 
 from so101_bringup.composition import ComposedGraph, GraphOptions, NodeSpec, deploy_graph
-from so101_description.joints import JOINT_NAMES
-from so101_testing import BenchResult, apply_private_ros_env, percentile, wait_for
+from so101_common.bench import BenchResult, percentile
+from so101_common.joints import JOINT_NAMES
+from so101_testing import apply_private_ros_env, wait_for
 
 __all__ = ["RelayNode", "benchmarks"]
 
@@ -40,7 +42,7 @@ _SAMPLES = 300  # p99 of 300: the third-slowest sample
 class RelayNode(Node):
     """Republishes ``input`` on ``output`` unchanged: the baseline's stand-in for a chain stage."""
 
-    def __init__(self, **kwargs: object) -> None:
+    def __init__(self, **kwargs: Any) -> None:
         super().__init__("relay", **kwargs)
         pub = self.create_publisher(JointState, "output", 10)
         self.create_subscription(JointState, "input", pub.publish, 10)

@@ -35,9 +35,9 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
     Subcommand("calibrate", "so101_driver.calibrate_cli", "run LeRobot's calibration procedure and write its JSON"),
     Subcommand("record", "so101_recorder.record_cli", "record episodes of chosen topics into rosbag2 (MCAP) bags"),
     Subcommand("export-lerobot", "so101_recorder.export_cli", "export recorded bags as a LeRobotDataset v3.0"),
-    Subcommand("replay", "so101_sim2real.replay_cli", "replay a bag or motion in simulation (MuJoCo or Isaac Sim bridge)"),
-    Subcommand("pair", "so101_sim2real.pair_cli", "align real and sim runs into a paired dataset"),
-    Subcommand("analyze", "so101_sim2real.analyze_cli", "gap metrics and an HTML/PNG report for a paired dataset"),
+    Subcommand("replay", "so101_sim2real.cli.replay", "replay a bag or motion in simulation (MuJoCo or Isaac Sim bridge)"),
+    Subcommand("pair", "so101_sim2real.cli.pair", "align real and sim runs into a paired dataset"),
+    Subcommand("analyze", "so101_sim2real.cli.analyze", "gap metrics and an HTML/PNG report for a paired dataset"),
     Subcommand("train-gaponet", "so101_gaponet.train_cli", "train a GapONet compensator on paired datasets and export it"),
     Subcommand("bench", "so101_bringup.bench", "run the control-path benchmarks (JSON lines)"),
 )

@@ -16,11 +16,11 @@ import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import rclpy
 from rclpy.context import Context
 from rclpy.executors import SingleThreadedExecutor
-from rclpy.node import Node
 from rclpy.parameter import Parameter
 
 from so101_bringup.graphs import DEPLOY, PACKAGE, ROBOT, TELEOP, Graph, ResolvedNode, resolve
@@ -113,7 +113,7 @@ class ComposedGraph:
         self.config_dir = config if config is not None else config_dir()  # for params_file names
         self.namespace = namespace  # every node (and so every relative topic) under it; "" = the root
         self.context = Context()
-        self.nodes: dict[str, Node] = {}
+        self.nodes: dict[str, Any] = {}  # by key; callers use each node class's own methods (services, helpers)
         self._executors: list[SingleThreadedExecutor] = []
         self._threads: list[threading.Thread] = []
 

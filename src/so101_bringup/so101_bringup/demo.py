@@ -30,7 +30,7 @@ from sensor_msgs.msg import JointState
 from so101_bringup.children import raise_for_child, run_child
 from so101_bringup.composition import ComposedGraph, GraphOptions, deploy_graph
 from so101_bringup.motions import load_motion
-from so101_description.joints import JOINT_NAMES
+from so101_common.joints import JOINT_NAMES
 from so101_testing import apply_private_ros_env, wait_for
 
 __all__ = ["add_arguments", "run"]
@@ -138,9 +138,9 @@ def _run_episode(label: str, opts: GraphOptions, duration: float, print_period: 
 
 
 def _analyse(bag: Path, out: Path) -> dict:
-    from so101_sim2real.align import AlignConfig
-    from so101_sim2real.pair_cli import load_runs, mujoco_replayer, pair_runs
-    from so101_sim2real.report import summarize, write_report
+    from so101_sim2real.analysis.report import summarize, write_report
+    from so101_sim2real.pairing.align import AlignConfig
+    from so101_sim2real.pairing.pair import load_runs, mujoco_replayer, pair_runs
 
     # The sim replays what the policy asked for (not the compensated command the driver got): the gap
     # is then "real arm vs what the sim would have done", the quantity compensation exists to close.
@@ -154,7 +154,7 @@ def _analyse(bag: Path, out: Path) -> dict:
 
 
 def _train(dataset: Path, out: Path, epochs: int) -> Path:
-    from so101_gaponet.train_cli import train_and_export
+    from so101_gaponet.export import train_and_export
 
     model = out / "gaponet_trained.onnx"
     print(f"\n== training a GapONet compensator on {dataset} ({epochs} epochs)")
@@ -185,7 +185,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"\ndone: everything is under {out}")
         return 0
 
-    from so101_sim2real.report import write_comparison
+    from so101_sim2real.analysis.report import write_comparison
 
     baseline = _analyse(_run_episode("baseline", _options(out / "baseline", args, False, None), duration,
                                      args.print_period), out / "baseline")

@@ -11,20 +11,21 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from rclpy.node import Node
 from sensor_msgs.msg import JointState
 from std_srvs.srv import Trigger
 
 from so101_bringup.motions import MotionError, MotionPlayerParameters, load_motion, sample
-from so101_description.node_params import declare_parameters
-from so101_description.node_runner import run_node
+from so101_ros.node_params import declare_parameters
+from so101_ros.node_runner import run_node
 
 __all__ = ["MotionPlayerNode", "main"]
 
 
 class MotionPlayerNode(Node):
-    def __init__(self, **kwargs: object) -> None:
+    def __init__(self, **kwargs: Any) -> None:
         super().__init__("motion_player", **kwargs)
         p = declare_parameters(self, MotionPlayerParameters)
         self.motion = load_motion(p.motion, duration=p.duration)

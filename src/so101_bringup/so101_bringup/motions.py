@@ -1,6 +1,6 @@
 """Scripted command motions: built-in smooth sweeps, or motion files, sampled at any time.
 
-A motion is a :class:`~so101_description.trajectory.JointTrajectory` of command positions (rad);
+A motion is a :class:`~so101_common.trajectory.JointTrajectory` of command positions (rad);
 the motion player node publishes it as if it were a policy, which is how the demo and the
 sim-to-real loop drive the arm without a trained policy.
 """
@@ -12,9 +12,9 @@ from pathlib import Path
 
 import numpy as np
 
+from so101_common.joints import JOINTS
 from so101_common.parameters import parameter
-from so101_description.joints import JOINTS
-from so101_description.trajectory import JointTrajectory
+from so101_common.trajectory import JointTrajectory
 
 __all__ = ["BUILTIN_MOTIONS", "MotionError", "MotionPlayerParameters", "builtin_motion", "load_motion", "sample"]
 
@@ -80,7 +80,7 @@ def load_motion(source: str, rate_hz: float = 50.0, duration: float = 0.0) -> Jo
     path = Path(source)
     if not path.is_file():
         raise MotionError(f"motion {source!r} is neither a built-in motion {list(BUILTIN_MOTIONS)} nor a file")
-    from so101_sim2real.sage import read_motion_file  # the SAGE format lives with the other SAGE I/O
+    from so101_sim2real.replay.sage import read_motion_file  # the SAGE format lives with the other SAGE I/O
 
     return read_motion_file(path)
 

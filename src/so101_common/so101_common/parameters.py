@@ -1,7 +1,7 @@
 """Node parameters as a dataclass: one default, one description and one range per parameter (no rclpy).
 
 A node's parameter dataclass is the single source of its defaults; the node declares every field from
-it (``so101_description.node_params.declare_parameters``, with a ``ParameterDescriptor`` carrying the
+it (``so101_ros.node_params.declare_parameters``, with a ``ParameterDescriptor`` carrying the
 description and the range), and the YAML files under ``config/`` only set values that differ for a
 deployment. Fields are made with :func:`parameter`::
 

@@ -32,11 +32,11 @@ from typing import Protocol
 
 import numpy as np
 
-from so101_description.joints import GRIPPER, JOINT_NAMES
+from so101_common.joints import GRIPPER, JOINT_NAMES
 from so101_driver.calibration import JointMapping, MotorCalibration
 from so101_driver.errors import BusError, CommandRejected, PortError
 from so101_driver.feedback import BusCounters, Feedback
-from so101_driver.health import DiagnosticEntry, FaultWindow, Level, bus_status, rate_values, servo_entry
+from so101_driver.health import DiagnosticEntry, FaultWindow, bus_status, rate_values, servo_entry
 from so101_driver.readings import CommandResult, CycleResult, JointSample, ServoTelemetry
 
 __all__ = [
@@ -47,7 +47,6 @@ __all__ = [
     "ServoTelemetry",
     "CycleResult",
     "CommandResult",
-    "Level",
     "DiagnosticEntry",
 ]  # Level, DiagnosticEntry (health) and the readings (readings) are re-exported: one import for users
 
@@ -58,8 +57,10 @@ class BusLike(Protocol):
     """What the core needs of :class:`so101_driver.bus.FeetechBus` (a fake implements it in tests)."""
 
     port: str
-    is_connected: bool
     counters: BusCounters
+
+    @property
+    def is_connected(self) -> bool: ...
 
     def connect(self) -> object: ...
     def close(self) -> None: ...
@@ -123,7 +124,7 @@ class DriverCore:
         self._servos = {n: _ServoState() for n in self.names}
         # goal of each joint in steps; a joint's goal is known once it was read or commanded, and
         # only known goals are written (never a made-up goal for a servo never seen)
-        self._goal_raw = np.zeros(len(self.names), dtype=int)
+        self._goal_raw: np.ndarray = np.zeros(len(self.names), dtype=int)
         self._goal_known = np.zeros(len(self.names), dtype=bool)
         self._lock = threading.RLock()
         self.torque_enabled = False

@@ -14,20 +14,21 @@ import logging
 import sys
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import Any
 
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rclpy.node import Node
 from sensor_msgs.msg import JointState
 from std_srvs.srv import Trigger
 
-from so101_description.joints import JOINT_NAMES
-from so101_description.node_params import declare_parameters
-from so101_description.node_runner import run_node
+from so101_common.joints import JOINT_NAMES
 from so101_driver.bus import FeetechBus
 from so101_driver.calibration import load_calibration, resolve_calibration_path
 from so101_driver.driver_core import DriverConfig, DriverCore, JointSample
 from so101_driver.errors import CommandRejected, DriverError
 from so101_driver.parameters import ArmParameters, FollowerParameters
+from so101_ros.node_params import declare_parameters
+from so101_ros.node_runner import run_node
 
 __all__ = ["ArmNode", "DriverNode", "main", "node_python_logger", "run_node"]
 
@@ -73,7 +74,7 @@ class ArmNode(Node):
     parameters: type[ArmParameters] = FollowerParameters
     parameter_defaults: dict[str, object] = {}  # where this node's defaults differ from the dataclass's
 
-    def __init__(self, name: str, write_goals: bool, **kwargs: object) -> None:
+    def __init__(self, name: str, write_goals: bool, **kwargs: Any) -> None:
         super().__init__(name, **kwargs)
         # the core's and the bus's messages go to this node's ROS logger (one Python logger per node)
         self._pylog, self._log_handler = node_python_logger(self)
@@ -145,7 +146,7 @@ class ArmNode(Node):
 class DriverNode(ArmNode):
     """The follower: also takes ``joint_command`` and offers ``~/enable_torque`` / ``~/disable_torque``."""
 
-    def __init__(self, **kwargs: object) -> None:
+    def __init__(self, **kwargs: Any) -> None:
         super().__init__("so101_driver", write_goals=True, **kwargs)
         self.create_subscription(JointState, "joint_command", self._on_command, 10)
         self.create_service(Trigger, "~/enable_torque", lambda req, res: self._torque(True, res))

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from enum import IntEnum
 from typing import TYPE_CHECKING
 
+from so101_common.diagnostics import Level
 from so101_driver.control_table import decode_error_bits
 from so101_driver.feedback import BusCounters
 
@@ -20,16 +20,7 @@ if TYPE_CHECKING:
     from so101_driver.driver_core import DriverConfig
     from so101_driver.readings import ServoTelemetry
 
-__all__ = ["Level", "DiagnosticEntry", "FaultRates", "FaultWindow", "bus_status", "rate_values", "servo_entry"]
-
-
-class Level(IntEnum):
-    """Same values as ``diagnostic_msgs/DiagnosticStatus``."""
-
-    OK = 0
-    WARN = 1
-    ERROR = 2
-    STALE = 3
+__all__ = ["DiagnosticEntry", "FaultRates", "FaultWindow", "bus_status", "rate_values", "servo_entry"]
 
 
 @dataclass(frozen=True)

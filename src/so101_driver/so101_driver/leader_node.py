@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
+from typing import Any
 
-from so101_description.node_runner import run_node
 from so101_driver.driver_node import ArmNode
 from so101_driver.errors import DriverError
 from so101_driver.parameters import LEADER_DEFAULTS, ArmParameters
+from so101_ros.node_runner import run_node
 
 __all__ = ["LeaderNode", "main"]
 
@@ -26,7 +27,7 @@ class LeaderNode(ArmNode):
     parameters = ArmParameters
     parameter_defaults = LEADER_DEFAULTS
 
-    def __init__(self, **kwargs: object) -> None:
+    def __init__(self, **kwargs: Any) -> None:
         super().__init__("so101_leader", write_goals=False, **kwargs)
 
     def start_core(self) -> None:

@@ -1,15 +1,15 @@
 """Parameters of the driver and leader nodes: the one place for their defaults, descriptions and ranges.
 
 ``config/driver.yaml`` and ``config/leader.yaml`` set deployment values over these; the nodes declare
-every field with a ``ParameterDescriptor`` (``so101_description.node_params``).
+every field with a ``ParameterDescriptor`` (``so101_ros.node_params``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from so101_common.joints import JOINT_NAMES
 from so101_common.parameters import parameter
-from so101_description.joints import JOINT_NAMES
 from so101_driver.bus import DEFAULT_REPLY_GAP_MS
 from so101_driver.driver_core import DriverConfig
 

@@ -7,9 +7,10 @@ import math
 import numpy as np
 import pytest
 
-from so101_description.joints import JOINT_NAMES
+from so101_common.diagnostics import Level
+from so101_common.joints import JOINT_NAMES
 from so101_driver.calibration import raw_to_rad
-from so101_driver.driver_core import DriverConfig, DriverCore, Level
+from so101_driver.driver_core import DriverConfig, DriverCore
 from so101_driver.errors import BusError, BusTimeout, CommandRejected
 
 

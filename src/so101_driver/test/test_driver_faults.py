@@ -6,8 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from so101_description.joints import JOINT_NAMES
-from so101_driver.driver_core import DriverConfig, DriverCore, Level
+from so101_common.diagnostics import Level
+from so101_common.joints import JOINT_NAMES
+from so101_driver.driver_core import DriverConfig, DriverCore
 
 
 class ManualClock:

@@ -22,11 +22,11 @@ from rclpy.qos import QoSProfile, qos_profile_sensor_data
 from sensor_msgs.msg import JointState
 from std_srvs.srv import SetBool
 
-from so101_description.joints import JOINT_NAMES, JointSpecError, reorder
-from so101_description.node_runner import run_node
+from so101_common.joints import JOINT_NAMES, JointSpecError, reorder
 from so101_gaponet.compensator import Compensator, CompensatorConfig, CompensatorError
 from so101_gaponet.metadata import ModelFileError
 from so101_gaponet.model_file import load_model
+from so101_ros.node_runner import run_node
 
 __all__ = ["CompensatorNode", "main"]
 

@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from so101_description.joints import JOINT_NAMES
+from so101_common.joints import JOINT_NAMES
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -137,7 +138,7 @@ class GapModelMetadata:
     def history_columns(self) -> int:
         return len(self.history_features) * len(self.joints)
 
-    def check_against(self, joints: tuple[str, ...] | list[str] | None = None, rate_hz: float | None = None) -> None:
+    def check_against(self, joints: Sequence[str] | None = None, rate_hz: float | None = None) -> None:
         """Raise :class:`ModelFileError` if the model does not fit the node's configured joints or rate."""
         if joints is not None and tuple(joints) != self.joints:
             raise ModelFileError(f"model joints {list(self.joints)} differ from the configured joints {list(joints)}")

@@ -140,7 +140,8 @@ def save_onnx(module: Any, meta: GapModelMetadata, path: str | Path) -> Path:
     # (dynamo=True) takes several seconds; both give the same graph here. Its deprecation notice is muted.
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
-        torch.onnx.export(module, example, buffer, input_names=["history", "target"], output_names=["delta"],
+        torch.onnx.export(module, example, buffer,  # type: ignore[arg-type]  # a file object works; torch annotates paths only
+                          input_names=["history", "target"], output_names=["delta"],
                           dynamic_axes={"history": {0: "batch"}, "target": {0: "batch"}, "delta": {0: "batch"}},
                           opset_version=17, dynamo=False)
     proto = onnx.load_model_from_string(buffer.getvalue())

@@ -31,9 +31,10 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from so101_common.paired_dataset import DatasetError, PairedDataset
+from so101_common.trajectory import causal_velocity
 from so101_gaponet.metadata import HISTORY_FEATURES, GapModelMetadata, Normalisation
 from so101_gaponet.models import ArchConfig, build_model
-from so101_gaponet.paired_data import DatasetError, PairedDataset, causal_velocity, read_dataset
 
 __all__ = ["TrainConfig", "TrainResult", "TrainingError", "build_samples", "train", "git_revision"]
 
@@ -92,11 +93,10 @@ def build_samples(dataset: PairedDataset, history: int, horizon: int) -> tuple[n
     """``(history (S, H, 3J), target (S, J), delta (S, J))`` from every episode, skipping NaN samples."""
     histories, targets, deltas = [], [], []
     for episode in dataset.episodes:
-        q = episode["real_position"]
-        estimate = causal_velocity(q, episode.time)  # where the dataset has no measured velocity
-        qd = episode.arrays.get("real_velocity", estimate)
-        qd = np.where(np.isnan(qd), estimate, qd)
-        command = episode["command"]
+        q = episode.real_position
+        estimate = causal_velocity(q, episode.time)  # where the dataset has no measured velocity (NaN)
+        qd = np.where(np.isnan(episode.real_velocity), estimate, episode.real_velocity)
+        command = episode.command
         previous = np.vstack([q[:1], command[:-1]])  # the command in force when q_i was measured
         rows = np.concatenate([q, qd, previous], axis=1)
         count = len(q) - history - horizon + 1
@@ -146,12 +146,12 @@ def git_revision() -> str:
 def _load(paths: Sequence[str | Path]) -> list[PairedDataset]:
     if not paths:
         raise TrainingError("no dataset given")
-    datasets = [read_dataset(p) for p in paths]
+    datasets = [PairedDataset.load(p) for p in paths]
     first = datasets[0]
     for other in datasets[1:]:
-        if other.joints != first.joints or not math.isclose(other.rate_hz, first.rate_hz):
-            raise DatasetError(f"{other.path}: joints/rate {other.joints}@{other.rate_hz} Hz differ from "
-                               f"{first.path}: {first.joints}@{first.rate_hz} Hz")
+        if other.joint_names != first.joint_names or not math.isclose(other.rate_hz, first.rate_hz):
+            raise DatasetError(f"{other.path}: joints/rate {other.joint_names}@{other.rate_hz} Hz differ from "
+                               f"{first.path}: {first.joint_names}@{first.rate_hz} Hz")
     return datasets
 
 
@@ -162,7 +162,7 @@ def train(dataset_paths: Sequence[str | Path], config: TrainConfig) -> TrainResu
     history = np.concatenate([p[0] for p in parts]).astype(np.float32)
     target = np.concatenate([p[1] for p in parts]).astype(np.float32)
     delta = np.concatenate([p[2] for p in parts]).astype(np.float32)
-    joints = datasets[0].joints
+    joints = datasets[0].joint_names
     h_mean, h_std = _stats(history, (0, 1))
     t_mean, t_std = _stats(target, (0,))
     d_mean, d_std = _stats(delta, (0,))
@@ -209,7 +209,7 @@ def train(dataset_paths: Sequence[str | Path], config: TrainConfig) -> TrainResu
         bar.set_postfix(train=f"{result.train_losses[-1]:.4f}", val=f"{result.validation_losses[-1]:.4f}")
     module.eval()
 
-    profiles = sorted({d.profile for d in datasets} - {""})
+    profiles = sorted({str(d.metadata.get("profile", "")) for d in datasets} - {""})
     bounds = _bounds(delta, config.delta_bound)
     result.metadata = GapModelMetadata(
         model_kind=config.arch, joints=tuple(joints), history=config.history, rate_hz=float(datasets[0].rate_hz),
@@ -220,7 +220,7 @@ def train(dataset_paths: Sequence[str | Path], config: TrainConfig) -> TrainResu
         delta_slew_limit=tuple(config.delta_slew if config.delta_slew is not None else b / 10 for b in bounds),
         delta_smoothing_s=config.delta_smoothing_s,
         provenance={
-            "datasets": [d.path.name for d in datasets], "profile": ",".join(profiles),
+            "datasets": [Path(p).name for p in dataset_paths], "profile": ",".join(profiles),
             "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"), "git_rev": git_revision(),
             "samples": len(history), "epochs": config.epochs, "seed": config.seed,
             "objective": "inverse real response over the horizon: delta = command_t - mean(real_position_{t+1..t+horizon})",

@@ -4,12 +4,9 @@ from __future__ import annotations
 
 import argparse
 import sys
-import warnings
 from pathlib import Path
 
-import numpy as np
-
-__all__ = ["add_arguments", "run", "train_and_export"]
+__all__ = ["add_arguments", "run"]
 
 TORCHSCRIPT_SUFFIXES = (".pt", ".pth", ".ts")  # any other suffix gets ONNX, the data-only format
 
@@ -35,35 +32,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "are a risk to whoever loads them")
 
 
-def train_and_export(datasets: list[Path], out: Path, file_format: str, **settings: object) -> dict[str, float]:
-    """Train, export, reload the file and check it reproduces the torch module; returns loss figures."""
-    import torch
-
-    from so101_gaponet.model_file import load_model, save_onnx, save_torchscript
-    from so101_gaponet.train import TrainConfig, train
-
-    result = train(datasets, TrainConfig(**settings))  # type: ignore[arg-type]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", FutureWarning)  # torch.jit deprecation notices
-        (save_onnx if file_format == "onnx" else save_torchscript)(result.module, result.metadata, out)
-        model = load_model(out)
-    meta = result.metadata
-    rng = np.random.default_rng(0)
-    history = rng.standard_normal((8, meta.history, meta.history_columns)).astype(np.float32)
-    target = rng.standard_normal((8, meta.num_joints)).astype(np.float32)
-    with torch.no_grad():
-        expected = result.module(torch.from_numpy(history), torch.from_numpy(target)).numpy()
-    got = np.vstack([model.run_normalised(history[i:i + 1], target[i:i + 1]) for i in range(len(history))])
-    error = float(np.max(np.abs(got - expected)))
-    if error > 1e-4:
-        raise RuntimeError(f"exported model differs from the trained one by {error:.2e}")
-    return {"initial_validation_loss": result.initial_validation_loss, "validation_loss": result.validation_losses[-1],
-            "train_loss": result.train_losses[-1], "export_max_abs_error": error}
-
-
 def run(args: argparse.Namespace) -> int:
+    from so101_common.paired_dataset import DatasetError
+    from so101_gaponet.export import train_and_export
     from so101_gaponet.metadata import ModelFileError
-    from so101_gaponet.paired_data import DatasetError
     from so101_gaponet.train import TrainingError
 
     file_format = args.format or ("torchscript" if args.out.suffix in TORCHSCRIPT_SUFFIXES else "onnx")

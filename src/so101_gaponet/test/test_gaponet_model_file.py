@@ -12,7 +12,7 @@ import onnx
 import pytest
 import torch
 
-from so101_description.joints import JOINT_NAMES
+from so101_common.joints import JOINT_NAMES
 from so101_gaponet.metadata import METADATA_KEY, GapModelMetadata
 from so101_gaponet.model_file import ModelFileError, load_model, save_onnx, save_torchscript
 
@@ -101,6 +101,7 @@ def test_invalid_metadata_fields(tiny, tmp_path: Path, changes: dict, message: s
 def test_slew_and_smoothing_travel_in_the_file_and_older_files_have_none(tiny, tmp_path: Path) -> None:
     meta = load_model(tiny[1]).metadata
     assert meta.delta_slew_limit == tiny[0].metadata.delta_slew_limit
+    assert meta.delta_slew_limit is not None
     np.testing.assert_allclose(meta.delta_slew_limit, np.array(meta.delta_bounds) / 10)  # the training default
     record = json.loads(meta.to_json())
     del record["delta_slew_limit"], record["delta_smoothing_s"]  # a file written before the fields existed

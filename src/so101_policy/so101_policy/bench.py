@@ -17,11 +17,12 @@ import time
 from collections import deque
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from so101_description.joints import JOINT_NAMES
-from so101_testing.bench import BenchResult, time_calls
+from so101_common.bench import BenchResult, time_calls
+from so101_common.joints import JOINT_NAMES
 
 __all__ = ["benchmarks"]
 
@@ -39,7 +40,7 @@ def bench_act_inference(workdir: Path, calls: int = 50) -> BenchResult:
     from so101_policy.runner import PolicyRunner
     from so101_policy.tiny import TINY_IMAGE_KEY, make_tiny_act
 
-    model = load_policy(make_tiny_act(workdir / "tiny_act"))
+    model: Any = load_policy(make_tiny_act(workdir / "tiny_act"))  # the ACT backend's policy and preprocessor
     runner = PolicyRunner(model)
     images = {TINY_IMAGE_KEY: np.zeros((32, 32, 3), np.uint8)}
     obs = runner.observation(Q, images)

@@ -6,23 +6,14 @@ happened *since* then (a tick missed a minute ago does not keep the node at WARN
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from so101_common.diagnostics import Level
 from so101_policy.runner import RunnerStats
 from so101_policy.spec import PolicySpec
 
-__all__ = ["Level", "StatusReport", "NodeCounters", "PolicyDiagnostics"]
-
-
-class Level(enum.IntEnum):
-    """Same values as ``diagnostic_msgs/DiagnosticStatus`` levels."""
-
-    OK = 0
-    WARN = 1
-    ERROR = 2
-    STALE = 3
+__all__ = ["StatusReport", "NodeCounters", "PolicyDiagnostics"]
 
 
 @dataclass(frozen=True)

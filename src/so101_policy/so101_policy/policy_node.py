@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
+from functools import partial
 
 import numpy as np
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
@@ -42,15 +43,15 @@ from rclpy.qos import qos_profile_sensor_data
 from sensor_msgs.msg import Image, JointState
 from std_srvs.srv import Trigger
 
-from so101_description.joints import JOINT_NAMES, JointSpecError, reorder
-from so101_description.node_params import declare_parameters
-from so101_description.node_runner import run_node
+from so101_common.joints import JOINT_NAMES, JointSpecError, reorder
 from so101_policy.diagnostics import NodeCounters, PolicyDiagnostics
 from so101_policy.images import image_msg_to_array, parse_image_topics
 from so101_policy.loading import load_policy
 from so101_policy.parameters import DEFAULT_RATE_HZ, PolicyParameters
 from so101_policy.runner import AsyncPolicyRunner, PolicyRunner
 from so101_policy.spec import PolicyError
+from so101_ros.node_params import declare_parameters
+from so101_ros.node_runner import run_node
 
 __all__ = ["PolicyNode", "main"]
 
@@ -95,7 +96,7 @@ class PolicyNode(Node):
         self.diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
         self.create_subscription(JointState, "joint_states", self._on_joint_state, 10)
         for key, topic in self.image_topics.items():
-            self.create_subscription(Image, topic, lambda msg, k=key: self._on_image(k, msg), qos_profile_sensor_data)
+            self.create_subscription(Image, topic, partial(self._on_image, key), qos_profile_sensor_data)
         self.create_service(Trigger, "~/start", self._on_start)
         self.create_service(Trigger, "~/stop", self._on_stop)
         self.timer = self.create_timer(1.0 / rate_hz, self._on_tick)

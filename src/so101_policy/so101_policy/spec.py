@@ -1,7 +1,7 @@
 """What a loaded policy consumes and produces (:class:`PolicySpec`), its errors and constants. No rclpy, no torch.
 
 A spec describes features, joint order, units, chunking and rate; it converts between the ROS side
-(radians, :data:`so101_description.joints.JOINT_NAMES` order) and the policy's units and order.
+(radians, :data:`so101_common.joints.JOINT_NAMES` order) and the policy's units and order.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from so101_description.joints import JOINT_NAMES, JointSpecError
+from so101_common.joints import JOINT_NAMES, JointSpecError
 from so101_policy.units import lerobot_to_rad, rad_to_lerobot
 
 __all__ = [

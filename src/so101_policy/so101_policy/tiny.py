@@ -127,7 +127,7 @@ def make_offset_torchscript(path: str | Path, *, chunk_size: int = 5, step: Sequ
     class Offset(torch.nn.Module):
         def __init__(self, offsets: torch.Tensor) -> None:
             super().__init__()
-            self.register_buffer("offsets", offsets)
+            self.offsets = torch.nn.Parameter(offsets, requires_grad=False)  # fixed: a typed attribute, unlike a buffer
 
         def forward(self, state: torch.Tensor) -> torch.Tensor:
             return state.unsqueeze(1) + self.offsets

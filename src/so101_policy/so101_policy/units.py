@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from so101_description.joints import GRIPPER, JOINT_NAMES, gripper_percent_to_rad, gripper_rad_to_percent
+from so101_common.joints import GRIPPER, JOINT_NAMES, gripper_percent_to_rad, gripper_rad_to_percent
 
 __all__ = ["rad_to_lerobot", "lerobot_to_rad"]
 

@@ -6,11 +6,12 @@ import json
 import math
 import threading
 import time
+from typing import Any
 
 import numpy as np
 import pytest
 
-from so101_description.joints import GRIPPER, JOINT_NAMES, gripper_rad_to_percent
+from so101_common.joints import GRIPPER, JOINT_NAMES, gripper_rad_to_percent
 from so101_policy.images import image_to_chw
 from so101_policy.loading import detect_kind, load_policy
 from so101_policy.metadata import spec_from_metadata
@@ -130,7 +131,7 @@ def test_lerobot_directory_errors_before_any_heavy_import(tmp_path):
     """Unknown types, missing processors and feature mismatches are caught from config.json alone."""
     d = tmp_path / "pretrained_model"
     d.mkdir()
-    config = {"type": "act", "chunk_size": 10, "n_action_steps": 10,
+    config: dict[str, Any] = {"type": "act", "chunk_size": 10, "n_action_steps": 10,
               "input_features": {"observation.state": {"type": "STATE", "shape": [6]},
                                  "observation.images.front": {"type": "VISUAL", "shape": [3, 8, 8]}},
               "output_features": {"action": {"type": "ACTION", "shape": [6]}}}
@@ -248,6 +249,11 @@ def tick_until(runner: AsyncPolicyRunner, status: str, timeout: float = 5.0):
     assert wait_for(lambda: results.append(runner.tick()) or results[-1].status == status, timeout, interval=0.005), \
         f"no {status!r} tick"
     return results[-1]
+def _action(result: Any) -> np.ndarray:
+    assert result.action is not None
+    return np.asarray(result.action)
+
+
 
 
 def test_queue_serves_a_chunk_then_refills_with_the_latest_observation():
@@ -260,9 +266,9 @@ def test_queue_serves_a_chunk_then_refills_with_the_latest_observation():
         first = tick_until(runner, "fresh")
         steps = [first.action[1]]
         for _ in range(2):
-            steps.append(runner.tick().action[1])
+            steps.append(_action(runner.tick())[1])
         runner.set_positions(Q + 1.0)
-        steps.append(runner.tick().action[1])  # the queue runs out: the next inference is requested now
+        steps.append(_action(runner.tick())[1])  # the queue runs out: the next inference is requested now
         assert steps == [0, 1, 2, 3] and first.action[0] == 1  # the whole chunk, in order
         nxt = tick_until(runner, "fresh")
         assert nxt.action[0] == 2 and nxt.action[1] == 0
@@ -284,7 +290,7 @@ def test_chunks_are_aligned_to_the_tick_of_their_observation():
         model.release.set()
         assert wait(lambda: runner.stats().pending is False)
         result = runner.tick()  # tick 4: actions 0..2 belonged to ticks 1..3
-        assert result.status == "fresh" and result.action[1] == 3
+        assert result.status == "fresh" and _action(result)[1] == 3
         assert runner.stats().dropped_stale == 3
 
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from so101_policy.diagnostics import Level, NodeCounters, PolicyDiagnostics
+from so101_common.diagnostics import Level
+from so101_policy.diagnostics import NodeCounters, PolicyDiagnostics
 from so101_policy.runner import RunnerStats
 from so101_policy.spec import PolicySpec
 

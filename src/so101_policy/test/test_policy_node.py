@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import threading
 import time
+from functools import partial
+from typing import Any
 
 import numpy as np
 import pytest
@@ -21,7 +23,7 @@ from rclpy.node import Node
 from sensor_msgs.msg import Image, JointState
 from std_srvs.srv import Trigger
 
-from so101_description.joints import JOINT_NAMES
+from so101_common.joints import JOINT_NAMES
 from so101_policy.tiny import make_offset_onnx
 from so101_testing import NodeProcess, wait_for
 
@@ -39,7 +41,7 @@ class Client:
         rclpy.init(context=self.context)
         self.node = Node("policy_test_client", context=self.context)
         self.commands: list[tuple[float, JointState]] = []
-        self.diagnostics: list[dict[str, str]] = []
+        self.diagnostics: list[dict[str, Any]] = []
         self.lock = threading.Lock()
         self.node.create_subscription(JointState, "/policy/joint_command", self._on_command, 50)
         self.node.create_subscription(DiagnosticArray, "/diagnostics", self._on_diag, 10)
@@ -211,8 +213,12 @@ def test_node_exits_with_a_clear_error(tmp_path):
     ):
         proc = NodeProcess(MODULE, node_args(**params)).start()
         try:
-            assert wait_for(lambda p=proc: not p.alive(), 30.0), "node kept running"
+            assert wait_for(partial(_exited, proc), 30.0), "node kept running"
             assert proc.process.returncode == 1
             assert expected in proc.output(), proc.output()
         finally:
             proc.stop()
+
+
+def _exited(process: NodeProcess) -> bool:
+    return not process.alive()

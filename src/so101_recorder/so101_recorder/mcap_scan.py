@@ -250,7 +250,7 @@ class _Scanner:
         self.result.problems.append(f"{found} complete messages read from the chunk cut at byte {self.size}")
         return end
 
-    def _chunk_messages(self, base: int, length: int, source: bytes | None, indexes: list[tuple[int, np.ndarray]]) -> None:
+    def _chunk_messages(self, base: int, length: int, source: bytes | mmap.mmap | None, indexes: list[tuple[int, np.ndarray]]) -> None:
         """Messages of one chunk: from its indexes when they check out, else by walking it."""
         buf, offset = (self.raw, base) if source is None else (source, 0)
         view = self.file[base:base + length] if source is None else np.frombuffer(source, dtype=np.uint8)

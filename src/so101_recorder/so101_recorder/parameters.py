@@ -1,7 +1,7 @@
 """Parameters of the recorder node: the one place for their defaults, descriptions and ranges.
 
 ``config/recorder.yaml`` sets deployment values over these; the node declares every field with a
-``ParameterDescriptor`` (``so101_description.node_params``).
+``ParameterDescriptor`` (``so101_ros.node_params``).
 """
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 import sys
 import threading
+from functools import partial
 
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rcl_interfaces.msg import SetParametersResult
@@ -19,11 +20,11 @@ from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from std_msgs.msg import Empty
 from std_srvs.srv import Trigger
 
-from so101_description.node_params import declare_parameters
-from so101_description.node_runner import run_node
 from so101_recorder.errors import RecorderError
 from so101_recorder.parameters import DEFAULT_TOPICS, RecorderParameters
 from so101_recorder.recorder import Recorder, RecorderConfig
+from so101_ros.node_params import declare_parameters
+from so101_ros.node_runner import run_node
 
 __all__ = ["DEFAULT_TOPICS", "RecorderNode", "main"]
 
@@ -83,7 +84,7 @@ class RecorderNode(Node):
                 self.refused[topic] = f"{msgtype}: {err}"
                 self.get_logger().error(f"not recording {topic}: {self.refused[topic]}")
                 continue
-            self.create_subscription(msg_class, topic, lambda data, t=topic, m=msgtype: self._on_message(t, m, data),
+            self.create_subscription(msg_class, topic, partial(self._on_message, topic, msgtype),
                                      self._qos(topic), raw=True)
             self.subscribed[topic] = msgtype
             self.get_logger().info(f"subscribed to {topic} [{msgtype}]")

@@ -6,23 +6,14 @@ key/values. (The gripper load comes in typed, as the effort of ``joint_states``,
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from so101_common.diagnostics import Level
 from so101_safety.core import FilterStats, SafeCommand
 
-__all__ = ["Level", "StatusReport", "status_report"]
+__all__ = ["StatusReport", "status_report"]
 
-
-
-class Level(enum.IntEnum):
-    """Same values as ``diagnostic_msgs/DiagnosticStatus`` levels."""
-
-    OK = 0
-    WARN = 1
-    ERROR = 2
-    STALE = 3
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Bool
 from std_srvs.srv import Trigger
 
-from so101_description.node_runner import run_node
+from so101_ros.node_runner import run_node
 from so101_safety.config import JointOverride, NodeOptions, SafetyConfig, split_parameters
 from so101_safety.core import SafeCommand, SafetyFilter, Verdict
 from so101_safety.diagnostics import status_report

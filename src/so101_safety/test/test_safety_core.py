@@ -4,13 +4,15 @@ test_safety_properties.py)."""
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from decimal import Decimal
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 import pytest
 
-from so101_description.joints import JOINT_NAMES
+from so101_common.joints import JOINT_NAMES
 from so101_safety.config import SafetyConfig
 from so101_safety.core import RejectReason, SafetyFilter
 
@@ -24,7 +26,8 @@ def make(config: SafetyConfig | None = None, measured=ZERO, t: float = 0.0) -> S
     return f
 
 
-def run(f: SafetyFilter, t0: float, seconds: float, command=None, measured=None):
+def run(f: SafetyFilter, t0: float, seconds: float, command: tuple[Sequence[str], Sequence[float]] | None = None,
+        measured: Sequence[float] | None = None) -> list[Any]:
     """Step at 100 Hz for ``seconds``; optionally re-send a command and a measured state every tick."""
     out = []
     for k in range(1, round(seconds / DT) + 1):
@@ -240,7 +243,7 @@ def test_time_that_does_not_advance_repeats_the_last_output():
     f.on_command(["elbow_flex"], [1.0], 0.0)
     a = f.step(0.1)
     assert f.step(0.1) is a and f.step(0.05) is a
-    assert f.step(math.nan) is None and f.step("later") is None
+    assert f.step(math.nan) is None and f.step("later") is None  # type: ignore[arg-type]  # malformed on purpose
     b = f.step(0.11)
     assert b.stamp == 0.11 and b is not a
 

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from so101_description.joints import JOINT_NAMES
+from so101_common.diagnostics import Level
+from so101_common.joints import JOINT_NAMES
 from so101_safety.core import SafetyFilter
-from so101_safety.diagnostics import Level, status_report
+from so101_safety.diagnostics import status_report
 
 
 def test_status_levels():

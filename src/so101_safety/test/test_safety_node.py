@@ -17,7 +17,7 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Bool
 from std_srvs.srv import Trigger
 
-from so101_description.joints import JOINT_NAMES, joint
+from so101_common.joints import JOINT_NAMES, joint
 from so101_testing import NodeProcess, wait_for
 
 REPO = Path(__file__).resolve().parents[3]

@@ -23,9 +23,9 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
-from so101_description.joints import JOINT_NAMES
+from so101_common.joints import JOINT_NAMES
 from so101_safety.config import JointOverride, SafetyConfig
-from so101_safety.core import SafetyFilter
+from so101_safety.core import SafeCommand, SafetyFilter
 
 # A moderate budget keeps this file at ~20 s; derandomized, so CI runs the same examples each time.
 PROFILE = settings(max_examples=150, stateful_step_count=60, deadline=None, derandomize=True,
@@ -93,7 +93,7 @@ class FilterMachine(RuleBasedStateMachine):
         self.measured_time = [-math.inf] * 6
         self.command_time: float | None = None  # newest accepted command
         self.estopped = False
-        self.prev = None  # the previous (distinct) output
+        self.prev: SafeCommand | None = None  # the previous (distinct) output
         self.estop_position: tuple[float, ...] | None = None  # what the e-stop holds, once known
         self.prev_position_at_estop: tuple[float, ...] | None = None
         self.events_since_prev = False  # an accepted command or a reset since the previous output
@@ -227,7 +227,9 @@ class FilterMachine(RuleBasedStateMachine):
             return
         assert c.stamp == self.now and c.names == JOINT_NAMES
         event(f"output {c.state}{' reseeded' if c.reseeded else ''}{' moving' if any(c.velocities) else ''}")
-        clipped_measured = tuple(lim.clip(m) for lim, m in zip(self.limits, self.measured, strict=True))
+        measured = [m for m in self.measured if m is not None]
+        assert len(measured) == len(self.limits)  # no output before every joint was measured
+        clipped_measured = tuple(lim.clip(m) for lim, m in zip(self.limits, measured, strict=True))
         # 2. position limits
         for lim, y in zip(self.limits, c.positions, strict=True):
             assert math.isfinite(y) and lim.lower - POS_TOL <= y <= lim.upper + POS_TOL

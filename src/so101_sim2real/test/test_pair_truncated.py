@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 from rosbags.typesys import Stores, get_typestore
 
-from so101_description.joints import JOINT_NAMES
+from so101_common.joints import JOINT_NAMES
+from so101_common.paired_dataset import PairedDataset
 from so101_recorder.bag_reader import load_joint_states
 from so101_recorder.bag_writer import EpisodeWriter, next_episode_path
 from so101_recorder.metadata import EpisodeMetadata
 from so101_sim2real import pair_cli
-from so101_sim2real.dataset import PairedDataset
 
 TYPESTORE = get_typestore(Stores.ROS2_JAZZY)
 JOINT_STATE = "sensor_msgs/msg/JointState"

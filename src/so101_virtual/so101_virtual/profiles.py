@@ -36,7 +36,7 @@ from typing import Any
 
 import yaml
 
-from so101_description.joints import JOINT_NAMES
+from so101_common.joints import JOINT_NAMES
 
 __all__ = [
     "ProfileError",

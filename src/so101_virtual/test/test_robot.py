@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import scservo_sdk as scs
 
-from so101_description.joints import JOINT_NAMES, JOINTS
+from so101_common.joints import JOINT_NAMES, JOINTS
 from so101_driver.calibration import load_calibration, rad_to_raw, raw_to_rad
 from so101_driver.control_table import Register, decode_register, encode_register
 from so101_testing import wait_for
@@ -199,6 +199,7 @@ def test_leader_is_moved_by_its_hand_with_torque_off():
         errors = []
         for _ in range(40):
             robot.step(0.1)
+            assert robot.motion is not None
             errors.append(np.abs(robot.true_positions() - robot.motion(robot.sim_time)))
         last = sdk.sync_read_feedback()
         sdk.close()

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from so101_description.joints import JOINT_NAMES
+from so101_common.joints import JOINT_NAMES
 from so101_policy.images import images_for
 from so101_policy.metadata import read_json_object, spec_from_metadata
 from so101_policy.spec import (

@@ -23,10 +23,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 
-from so101_description.joints import JOINT_NAMES
-
-from .dataset import PairedDataset, PairedEpisode
-from .metrics import QUANTITIES, MetricsConfig, episode_metrics
+from so101_common.joints import JOINT_NAMES
+from so101_common.paired_dataset import PairedDataset, PairedEpisode
+from so101_sim2real.analysis.metrics import QUANTITIES, MetricsConfig, episode_metrics
 
 __all__ = ["SUMMARY_FORMAT", "ReportError", "summarize", "write_report", "write_comparison", "HEADLINE_METRICS"]
 
@@ -58,7 +57,7 @@ def summarize(dataset: PairedDataset, config: MetricsConfig | None = None, sourc
         for q in QUANTITIES:
             for m, v in metrics[q].items():
                 stacked[q].setdefault(m, []).append(v)
-    overall = {}
+    overall: dict[str, Any] = {}
     for q in QUANTITIES:
         overall[q] = {}
         for m, values in stacked[q].items():

@@ -23,8 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
-from so101_description.joints import GRIPPER, JOINT_NAMES, JOINTS, SAGE_JOINT_NAMES
-from so101_description.trajectory import JointTrajectory
+from so101_common.joints import GRIPPER, JOINT_NAMES, JOINTS, SAGE_JOINT_NAMES
+from so101_common.trajectory import JointTrajectory
 
 __all__ = [
     "SageFormatError",

@@ -21,13 +21,13 @@ from pathlib import Path
 import numpy as np
 from rosbags.typesys import Stores, get_typestore
 
-from so101_description.joints import JOINT_NAMES
-from so101_description.trajectory import JointTrajectory
+from so101_common.joints import JOINT_NAMES
+from so101_common.trajectory import JointTrajectory
 from so101_recorder.bag_reader import Bag, read_topic_pair
 from so101_recorder.bag_writer import EpisodeWriter
 from so101_recorder.errors import RecorderError
 from so101_recorder.metadata import EpisodeMetadata
-from so101_sim2real import sage
+from so101_sim2real.replay import sage
 
 __all__ = [
     "ReplayError",

@@ -28,10 +28,11 @@ from dataclasses import dataclass
 import mujoco
 import mujoco.rollout
 import numpy as np
+from numpy.typing import ArrayLike
 
-from so101_description.joints import JOINT_NAMES, JOINTS
+from so101_common.joints import JOINT_NAMES, JOINTS
+from so101_common.trajectory import JointTrajectory
 from so101_description.paths import mjcf_path
-from so101_description.trajectory import JointTrajectory
 
 __all__ = [
     "DEFAULT_KP",
@@ -110,6 +111,18 @@ class MujocoSimConfig:
             raise MujocoSimError(f"sample must be one of {SAMPLE_MODES}, got {self.sample!r}")
 
     @property
+    def kp_per_joint(self) -> tuple[float, ...]:
+        return _per_joint(self.kp, "kp")
+
+    @property
+    def kd_per_joint(self) -> tuple[float, ...]:
+        return _per_joint(self.kd, "kd")
+
+    @property
+    def force_limit_per_joint(self) -> tuple[float, ...]:
+        return _per_joint(self.force_limit, "force_limit")
+
+    @property
     def steps_per_control(self) -> int:
         """Physics steps per control tick (1 without a control rate)."""
         if self.control_rate_hz is None:
@@ -128,11 +141,11 @@ def build_model(config: MujocoSimConfig) -> mujoco.MjModel:
         actuator.name = joint.name
         actuator.target = joint.name
         actuator.trntype = mujoco.mjtTrn.mjTRN_JOINT
-        actuator.set_to_position(kp=config.kp[index], kv=config.kd[index])
+        actuator.set_to_position(kp=config.kp_per_joint[index], kv=config.kd_per_joint[index])
         actuator.ctrllimited = mujoco.mjtLimited.mjLIMITED_TRUE
         actuator.ctrlrange = [joint.lower, joint.upper]
         actuator.forcelimited = mujoco.mjtLimited.mjLIMITED_TRUE
-        limit = config.force_limit[index]
+        limit = config.force_limit_per_joint[index]
         actuator.forcerange = [-limit, limit]
     for sensor_type, objtype in ((mujoco.mjtSensor.mjSENS_JOINTPOS, mujoco.mjtObj.mjOBJ_JOINT),
                                  (mujoco.mjtSensor.mjSENS_JOINTVEL, mujoco.mjtObj.mjOBJ_JOINT),
@@ -175,7 +188,7 @@ class MujocoSim:
         """Simulation time, s since the last reset (plus its ``time`` argument)."""
         return float(self.data.time)
 
-    def reset(self, positions: Sequence[float] | None = None, velocities: Sequence[float] | None = None,
+    def reset(self, positions: ArrayLike | None = None, velocities: ArrayLike | None = None,
               time: float = 0.0) -> None:
         """Put the arm at ``positions`` (default: the config's start pose) holding that target."""
         position = self._vector(self.config.start_position if positions is None else positions, "positions")
@@ -223,8 +236,8 @@ class MujocoSim:
             mujoco.mj_step(self.model, self.data)
 
     # -- fast replays -----------------------------------------------------------------------------
-    def simulate(self, commands: JointTrajectory, initial_position: Sequence[float],
-                 initial_velocity: Sequence[float] | None = None, *,
+    def simulate(self, commands: JointTrajectory, initial_position: ArrayLike,
+                 initial_velocity: ArrayLike | None = None, *,
                  command_filter: CommandFilter | None = None,
                  progress: Callable[[int, int], None] | None = None) -> JointTrajectory:
         """Replay ``commands`` from the given initial state; position/velocity/effort on the command's clock.
@@ -280,7 +293,7 @@ class MujocoSim:
         return sensors
 
     # -- helpers ----------------------------------------------------------------------------------
-    def _vector(self, values: Sequence[float] | np.ndarray, what: str) -> np.ndarray:
+    def _vector(self, values: ArrayLike, what: str) -> np.ndarray:
         vector = np.asarray(values, dtype=np.float64).reshape(-1)
         if vector.shape != (len(JOINTS),) or not np.isfinite(vector).all():
             raise MujocoSimError(f"{what} needs {len(JOINTS)} finite values ({list(JOINT_NAMES)}), got {values!r}")

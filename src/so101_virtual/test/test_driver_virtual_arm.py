@@ -12,7 +12,7 @@ import math
 import numpy as np
 import pytest
 
-from so101_description.joints import JOINT_NAMES, JOINTS
+from so101_common.joints import JOINT_NAMES, JOINTS
 from so101_driver import calibrate_cli
 from so101_driver.bus import FeetechBus
 from so101_driver.control_table import Register

@@ -4,7 +4,8 @@
 ``--sim isaac`` (or ``--isaac``) plays the commands through the Isaac Sim ROS 2 bridge topics in real
 time against a running Isaac Sim (or ``ros2 run so101_sim2real mujoco_bridge``) and records what the
 simulator publishes. ``--delta-model`` applies a GapONet model's Δ to every command from the simulated
-state (ASAP-style delta action: the sim is driven with ``command + Δ``).
+state (ASAP-style delta action: the sim is driven with ``command + Δ``). The work is done by
+:mod:`so101_sim2real.replay` (``offline.replay_in_mujoco``, ``core``) and ``replay_node.replay_over_ros``.
 """
 
 from __future__ import annotations
@@ -13,12 +14,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from tqdm import tqdm
-
-from so101_description.joints import JOINT_NAMES
-from so101_description.trajectory import JointTrajectory
-from so101_sim2real.mujoco_backend import CommandFilter, MujocoSim, MujocoSimConfig, MujocoSimError
-from so101_sim2real.replay_core import (
+from so101_sim2real.replay.core import (
     COMMAND_TOPIC,
     SIM_COMMAND_TOPIC,
     SIM_STATE_TOPIC,
@@ -31,8 +27,10 @@ from so101_sim2real.replay_core import (
     write_replay_bag,
     write_sage_sim_run,
 )
+from so101_sim2real.replay.mujoco_backend import MujocoSimConfig, MujocoSimError
+from so101_sim2real.replay.offline import replay_in_mujoco
 
-__all__ = ["add_arguments", "run", "load_source", "delta_filter"]
+__all__ = ["add_arguments", "run"]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -60,61 +58,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sim-state-topic", default=SIM_STATE_TOPIC, help="--sim isaac: joint state topic of the bridge")
 
 
-def load_source(args: argparse.Namespace) -> ReplaySource:
+def _load_source(args: argparse.Namespace) -> ReplaySource:
     """The replay source named by ``--bag`` / ``--motion`` / ``--sage-real``."""
     if args.bag is not None:
         return load_bag_source(args.bag, args.command_topic, args.state_topic)
     if args.motion is not None:
         return load_motion_source(args.motion)
     return load_sage_real_source(args.sage_real)
-
-
-def delta_filter(model_path: Path, control_rate_hz: float | None) -> tuple[CommandFilter, float]:
-    """A closed-loop command filter ``target + Δ`` from a GapONet model, and the control rate it runs at."""
-    from so101_gaponet.compensator import Compensator, CompensatorConfig
-    from so101_gaponet.metadata import ModelFileError
-    from so101_gaponet.model_file import load_model
-
-    try:
-        model = load_model(model_path, joints=JOINT_NAMES, rate_hz=control_rate_hz)
-    except (ModelFileError, OSError) as err:
-        raise ReplayError(f"cannot load delta model {model_path}: {err}") from err
-    compensator = Compensator(CompensatorConfig(joints=JOINT_NAMES), model)
-
-    def apply(time: float, target, position, velocity):
-        compensator.update_measured(position, velocity, stamp=time)
-        return compensator.compensate(target, now=time).command
-
-    return apply, float(model.metadata.rate_hz)
-
-
-def _replay_mujoco(args: argparse.Namespace, source: ReplaySource) -> tuple[JointTrajectory, JointTrajectory]:
-    """``(applied command, sim state)`` from the in-process MuJoCo backend."""
-    command_filter = None
-    control_rate = args.control_rate
-    if args.delta_model is not None:
-        command_filter, control_rate = delta_filter(args.delta_model, control_rate)
-    gains = {k: v for k, v in (("kp", args.kp), ("kd", args.kd)) if v is not None}
-    config = MujocoSimConfig(physics_dt=args.physics_dt, control_rate_hz=control_rate, **gains)
-    sim = MujocoSim(config)
-    applied_rows: list[tuple[float, list[float]]] = []
-
-    def recording_filter(time, target, position, velocity):
-        value = command_filter(time, target, position, velocity)
-        applied_rows.append((time, list(value)))
-        return value
-
-    with tqdm(total=1, unit="step", desc=f"mujoco {source.name}", leave=False) as bar:
-        def progress(done: int, total: int) -> None:
-            bar.total = total
-            bar.update(done - bar.n)
-
-        state = sim.simulate(source.command, source.initial_position,
-                             command_filter=recording_filter if command_filter else None, progress=progress)
-    if not applied_rows:
-        return source.command, state
-    times, rows = zip(*applied_rows, strict=True)
-    return JointTrajectory(list(times), list(rows)), state
 
 
 def run(args: argparse.Namespace) -> int:
@@ -124,9 +74,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"so101 replay: error: output {args.out} already exists; choose a new path", file=sys.stderr)
         return 2
     try:
-        source = load_source(args)
+        source = _load_source(args)
         if args.sim == "mujoco":
-            applied, state = _replay_mujoco(args, source)
+            applied, state = replay_in_mujoco(source, args.physics_dt, args.control_rate, args.kp, args.kd,
+                                              args.delta_model)
         else:
             if args.delta_model is not None:
                 raise ReplayError("--delta-model runs in process with --sim mujoco; against Isaac Sim put "

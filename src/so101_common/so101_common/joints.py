@@ -19,6 +19,11 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
+
+import numpy as np
+
+Angle = TypeVar("Angle", float, np.ndarray)  # the gripper maps work on one value or on an array of them
 
 __all__ = [
     "JOINTS",
@@ -117,22 +122,22 @@ def joint_by_id(servo_id: int) -> JointSpec:
         raise JointSpecError(f"no SO-101 joint has servo id {servo_id}") from err
 
 
-def gripper_rad_to_percent(rad: float) -> float:
+def gripper_rad_to_percent(rad: Angle) -> Angle:
     """Gripper angle (rad) → LeRobot 0..100 (0 = closed)."""
     return (rad - GRIPPER.lower) / GRIPPER.span * 100.0
 
 
-def gripper_percent_to_rad(percent: float) -> float:
+def gripper_percent_to_rad(percent: Angle) -> Angle:
     """LeRobot gripper 0..100 → angle (rad)."""
     return GRIPPER.lower + percent / 100.0 * GRIPPER.span
 
 
-def gripper_rad_to_fraction(rad: float) -> float:
+def gripper_rad_to_fraction(rad: Angle) -> Angle:
     """Gripper angle (rad) → SAGE jaw fraction 0..1."""
     return gripper_rad_to_percent(rad) / 100.0
 
 
-def gripper_fraction_to_rad(fraction: float) -> float:
+def gripper_fraction_to_rad(fraction: Angle) -> Angle:
     """SAGE jaw fraction 0..1 → angle (rad)."""
     return gripper_percent_to_rad(fraction * 100.0)
 

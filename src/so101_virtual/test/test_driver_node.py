@@ -21,7 +21,7 @@ from rclpy.node import Node
 from sensor_msgs.msg import JointState
 from std_srvs.srv import Trigger
 
-from so101_description.joints import JOINT_NAMES
+from so101_common.joints import JOINT_NAMES
 from so101_testing import NodeProcess, private_ros_env, wait_for
 from so101_virtual.faults import send_fault_command
 

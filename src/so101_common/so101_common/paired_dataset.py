@@ -1,8 +1,11 @@
 """Paired real/sim datasets: a folder with ``dataset.json`` and ``episodes/<name>.npz``.
 
-Every episode sits on one fixed-rate grid; arrays are (N, 6) float64 in :data:`JOINT_NAMES` order,
-rad / rad·s⁻¹ / N·m, NaN where a side did not measure a quantity. The schema is documented in the
-package README ("Data" section); bump :data:`SCHEMA_VERSION` whenever it changes.
+The one implementation of the format: ``so101 pair`` writes it, ``so101 analyze`` and GapONet
+training read it. Every episode sits on one fixed-rate grid; arrays are (N, 6) float64 in
+:data:`JOINT_NAMES` order, rad / rad·s⁻¹ / N·m, NaN where a side did not measure a quantity.
+``dataset.json`` is validated by :class:`DatasetIndex` (pydantic, unknown keys refused), so a bad
+index is one :class:`DatasetError` line naming the file and the key. The layout is documented in
+``docs/ARCHITECTURE.md``; bump :data:`SCHEMA_VERSION` whenever it changes.
 """
 
 from __future__ import annotations
@@ -15,24 +18,30 @@ import zipfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
+from pydantic import Field, field_validator
 
-from so101_description.joints import JOINT_NAMES
+from so101_common.joints import JOINT_NAMES
+from so101_common.schema import SchemaError, StrictModel, load_json
 
 __all__ = [
     "SCHEMA_VERSION",
+    "FORMAT",
     "ARRAY_KEYS",
     "UNITS",
     "DatasetError",
+    "DatasetIndex",
+    "EpisodeEntry",
     "PairedEpisode",
     "PairedDataset",
 ]
 
 _LOG = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION: Literal[1] = 1
+FORMAT = "so101_sim2real.paired_dataset"  # the value of dataset.json's "format" (kept from schema version 1)
 ARRAY_KEYS: tuple[str, ...] = (
     "command",
     "real_position",
@@ -52,11 +61,55 @@ UNITS: dict[str, str] = {
     "sim_velocity": "rad/s",
     "sim_effort": "N*m",
 }
-_NAME_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
+_NAME_PATTERN = r"^[A-Za-z0-9_.-]+$"
+_NAME_RE = re.compile(_NAME_PATTERN)
 
 
 class DatasetError(ValueError):
     """A paired dataset is missing, corrupt, of another schema, or an episode is inconsistent."""
+
+
+class EpisodeEntry(StrictModel):
+    """One episode in ``dataset.json``."""
+
+    name: str = Field(pattern=_NAME_PATTERN)
+    file: str  # relative to the dataset folder, normally episodes/<name>.npz
+    samples: int = Field(ge=2)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class DatasetIndex(StrictModel):
+    """``dataset.json``: what the folder holds and in which units."""
+
+    schema_version: Literal[1]
+    format: Literal["so101_sim2real.paired_dataset"]
+    rate_hz: float = Field(gt=0)
+    joint_names: tuple[str, ...]
+    units: dict[str, str]
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    episodes: list[EpisodeEntry]
+
+    @field_validator("joint_names")
+    @classmethod
+    def _joint_spec_order(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        if value != JOINT_NAMES:
+            raise ValueError(f"must be the joint spec's {list(JOINT_NAMES)}")
+        return value
+
+    @field_validator("units")
+    @classmethod
+    def _documented_units(cls, value: dict[str, str]) -> dict[str, str]:
+        if value != UNITS:
+            raise ValueError(f"must be {UNITS}")
+        return value
+
+    @field_validator("episodes")
+    @classmethod
+    def _unique_names(cls, value: list[EpisodeEntry]) -> list[EpisodeEntry]:
+        names = [e.name for e in value]
+        if len(set(names)) != len(names):
+            raise ValueError(f"episode names must be unique, got {names}")
+        return value
 
 
 @dataclass
@@ -111,6 +164,7 @@ class PairedDataset:
     episodes: list[PairedEpisode] = field(default_factory=list)
     metadata: dict[str, Any] = field(default_factory=dict)  # dataset-wide notes (tool, created from, …)
     joint_names: tuple[str, ...] = JOINT_NAMES  # column order of every array
+    path: Path | None = field(default=None, compare=False)  # the folder it was loaded from or saved to
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.rate_hz) and self.rate_hz > 0):
@@ -145,22 +199,21 @@ class PairedDataset:
         path = Path(path)
         (path / "episodes").mkdir(parents=True, exist_ok=True)
         for episode in self.episodes:
-            np.savez_compressed(path / "episodes" / f"{episode.name}.npz", **episode.arrays())
-        index = {
-            "schema_version": SCHEMA_VERSION,
-            "format": "so101_sim2real.paired_dataset",
-            "rate_hz": self.rate_hz,
-            "joint_names": list(self.joint_names),
-            "units": UNITS,
-            "metadata": self.metadata,
-            "episodes": [
-                {"name": e.name, "file": f"episodes/{e.name}.npz", "samples": len(e), "metadata": e.metadata}
-                for e in self.episodes
-            ],
-        }
+            np.savez_compressed(path / "episodes" / f"{episode.name}.npz", allow_pickle=False, **episode.arrays())
+        index = DatasetIndex(
+            schema_version=SCHEMA_VERSION,
+            format=FORMAT,
+            rate_hz=self.rate_hz,
+            joint_names=self.joint_names,
+            units=UNITS,
+            metadata=self.metadata,
+            episodes=[EpisodeEntry(name=e.name, file=f"episodes/{e.name}.npz", samples=len(e), metadata=e.metadata)
+                      for e in self.episodes],
+        )
         tmp = path / "dataset.json.tmp"
-        tmp.write_text(json.dumps(index, indent=2, allow_nan=False) + "\n")
+        tmp.write_text(json.dumps(index.model_dump(mode="json"), indent=2, allow_nan=False) + "\n")
         tmp.replace(path / "dataset.json")
+        self.path = path
         _LOG.info("wrote %d episodes to %s", len(self.episodes), path)
         return path
 
@@ -172,40 +225,33 @@ class PairedDataset:
         if not index_path.is_file():
             raise DatasetError(f"{path} is not a paired dataset: {index_path} is missing")
         try:
-            index = json.loads(index_path.read_text())
-        except (OSError, json.JSONDecodeError) as err:
-            raise DatasetError(f"{index_path} is not valid JSON: {err}") from err
-        if not isinstance(index, dict) or index.get("schema_version") != SCHEMA_VERSION:
-            found = index.get("schema_version") if isinstance(index, dict) else None
-            raise DatasetError(f"{index_path}: schema_version {found!r}, this reader knows {SCHEMA_VERSION}")
-        try:
-            rate = float(index["rate_hz"])
-            joint_names = tuple(index["joint_names"])
-            entries = list(index["episodes"])
-        except (KeyError, TypeError, ValueError) as err:
-            raise DatasetError(f"{index_path}: missing or malformed field: {err}") from err
-        if tuple(joint_names) != JOINT_NAMES:
-            raise DatasetError(f"{index_path}: joint_names {list(joint_names)} differ from {list(JOINT_NAMES)}")
+            index = load_json(index_path, DatasetIndex)
+        except SchemaError as err:
+            raise DatasetError(str(err)) from None
+        entries = index.episodes
         if episodes is not None:
             wanted = set(episodes)
-            unknown = wanted - {e.get("name") for e in entries}
+            unknown = wanted - {e.name for e in entries}
             if unknown:
-                raise DatasetError(f"{index_path}: no episodes {sorted(unknown)}")
-            entries = [e for e in entries if e.get("name") in wanted]
+                raise DatasetError(f"{index_path}: episodes: no episodes {sorted(unknown)}")
+            entries = [e for e in entries if e.name in wanted]
         loaded = [_load_episode(path, entry) for entry in entries]
-        return cls(rate_hz=rate, episodes=loaded, metadata=dict(index.get("metadata", {})), joint_names=joint_names)
+        return cls(rate_hz=index.rate_hz, episodes=loaded, metadata=dict(index.metadata),
+                   joint_names=index.joint_names, path=path)
 
 
-def _load_episode(root: Path, entry: dict[str, Any]) -> PairedEpisode:
-    name = entry.get("name")
-    file = root / str(entry.get("file", f"episodes/{name}.npz"))
+def _load_episode(root: Path, entry: EpisodeEntry) -> PairedEpisode:
+    file = root / entry.file
     if not file.is_file():
-        raise DatasetError(f"episode {name!r}: {file} is missing")
+        raise DatasetError(f"episode {entry.name!r}: {file} is missing")
     try:
         with np.load(file, allow_pickle=False) as data:
             arrays = {key: np.array(data[key]) for key in ("time", *ARRAY_KEYS)}
     except KeyError as err:
-        raise DatasetError(f"episode {name!r}: {file} lacks array {err}") from err
+        raise DatasetError(f"episode {entry.name!r}: {file} lacks array {err}") from err
     except (OSError, ValueError, zipfile.BadZipFile, EOFError) as err:
-        raise DatasetError(f"episode {name!r}: {file} is corrupt: {err}") from err
-    return PairedEpisode(name=str(name), metadata=dict(entry.get("metadata", {})), **arrays)
+        raise DatasetError(f"episode {entry.name!r}: {file} is corrupt: {err}") from err
+    episode = PairedEpisode(name=entry.name, metadata=dict(entry.metadata), **arrays)
+    if len(episode) != entry.samples:
+        raise DatasetError(f"episode {entry.name!r}: {file} holds {len(episode)} samples, dataset.json says {entry.samples}")
+    return episode

@@ -23,10 +23,9 @@ from typing import Any
 import numpy as np
 from scipy import signal
 
-from so101_description.joints import JOINT_NAMES
-from so101_description.trajectory import JointTrajectory
-
-from .dataset import PairedEpisode
+from so101_common.joints import JOINT_NAMES
+from so101_common.paired_dataset import PairedEpisode
+from so101_common.trajectory import JointTrajectory
 
 __all__ = [
     "AlignmentError",
@@ -118,7 +117,7 @@ def resample(trajectory: JointTrajectory, grid: np.ndarray, hold: bool = False,
     t = trajectory.time
     out = [np.full((len(grid), len(trajectory.names)), np.nan) for _ in range(3)]
     if len(t) == 0:
-        return JointTrajectory(grid, *out, names=trajectory.names)
+        return JointTrajectory(grid, out[0], out[1], out[2], names=trajectory.names)
     after = np.searchsorted(t, grid, side="right")  # first source index with t > grid
     before = np.clip(after - 1, 0, len(t) - 1)
     nxt = np.clip(after, 0, len(t) - 1)

@@ -1,5 +1,7 @@
 """Driver benchmarks: the full cycle rate on the virtual bus with realistic 1 Mbaud timing.
 
+They live in this package because the virtual bus depends on ``so101_driver`` (not the reverse).
+
 ``driver.cycle_rate``: :meth:`DriverCore.cycle` (one SYNC_WRITE of the six goals and one SYNC_READ
 of the feedback block of six servos, sent in one port write; replies decoded to rad/rad·s⁻¹/N·m),
 target ≥ 500 Hz. Baseline, same bus, same run: the same cycle done the naive way, one READ per
@@ -27,12 +29,12 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 
-from so101_description.joints import JOINTS
+from so101_common.bench import BenchResult, percentile
+from so101_common.joints import JOINTS
 from so101_driver.bus import FeetechBus
 from so101_driver.calibration import MotorCalibration
 from so101_driver.control_table import Register
 from so101_driver.driver_core import DriverConfig, DriverCore
-from so101_testing.bench import BenchResult, percentile
 
 __all__ = ["benchmarks", "FEEDBACK_REGISTERS"]
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
-from so101_description.joints import JOINT_NAMES, JointSpecError
-from so101_description.trajectory import JointTrajectory
+from so101_common.joints import JOINT_NAMES, JointSpecError
+from so101_common.trajectory import JointTrajectory, causal_velocity
 
 
 def _trajectory(n: int = 5) -> JointTrajectory:
@@ -37,7 +39,7 @@ def test_time_is_flattened() -> None:
 
 @pytest.mark.parametrize(("field", "shape"), [("position", (3, 5)), ("velocity", (2, 6)), ("effort", (3,))])
 def test_shape_errors_name_the_field(field: str, shape: tuple[int, ...]) -> None:
-    kwargs = {"position": np.zeros((3, 6)), field: np.zeros(shape)}
+    kwargs: dict[str, Any] = {"position": np.zeros((3, 6)), field: np.zeros(shape)}
     with pytest.raises(JointSpecError, match=f"{field} has shape"):
         JointTrajectory(np.zeros(3), **kwargs)
 
@@ -81,3 +83,9 @@ def test_shifted_keeps_samples() -> None:
     np.testing.assert_allclose(moved.time, traj.time + 10.0)
     np.testing.assert_array_equal(moved.position, traj.position)
     np.testing.assert_array_equal(traj.time, np.arange(3) * 0.02)  # the original is untouched
+
+
+def test_causal_velocity_is_the_backward_difference() -> None:
+    time = np.array([0.0, 0.5, 1.5])
+    position = np.array([[0.0, 1.0], [1.0, 1.0], [3.0, 0.0]])
+    np.testing.assert_allclose(causal_velocity(position, time), [[0.0, 0.0], [2.0, 0.0], [2.0, -1.0]])

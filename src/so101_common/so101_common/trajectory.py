@@ -5,36 +5,40 @@ simulators, paired datasets and metrics.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import ArrayLike
 
-from so101_description.joints import JOINT_NAMES, JointSpecError
+from so101_common.joints import JOINT_NAMES, JointSpecError
 
-__all__ = ["JointTrajectory"]
+__all__ = ["JointTrajectory", "causal_velocity"]
 
 
-@dataclass
+@dataclass(init=False)
 class JointTrajectory:
     """``N`` samples of ``J`` joints. Units: s, rad, rad/s, N·m (REP-103); NaN where not measured.
 
     ``time`` is strictly increasing seconds on the trajectory's own clock (bag stamps, SAGE µs/1e6,
-    simulation time); aligning two clocks is the pairing step's job, not this type's.
+    simulation time); aligning two clocks is the pairing step's job, not this type's. The
+    constructor takes anything array-like and stores float64 arrays; velocity and effort not given
+    are NaN.
     """
 
     time: np.ndarray  # (N,)
     position: np.ndarray  # (N, J)
-    velocity: np.ndarray | None = None  # (N, J)
-    effort: np.ndarray | None = None  # (N, J)
-    names: tuple[str, ...] = field(default=JOINT_NAMES)
+    velocity: np.ndarray  # (N, J)
+    effort: np.ndarray  # (N, J)
+    names: tuple[str, ...]
 
-    def __post_init__(self) -> None:
-        self.time = np.asarray(self.time, dtype=np.float64).reshape(-1)
-        self.position = _as_matrix(self.position, "position", len(self.time), len(self.names))
+    def __init__(self, time: ArrayLike, position: ArrayLike, velocity: ArrayLike | None = None,
+                 effort: ArrayLike | None = None, names: Sequence[str] = JOINT_NAMES) -> None:
+        self.names = tuple(names)
+        self.time = np.asarray(time, dtype=np.float64).reshape(-1)
+        self.position = _as_matrix(position, "position", len(self.time), len(self.names))
         n, j = self.position.shape
-        self.velocity = np.full((n, j), np.nan) if self.velocity is None else _as_matrix(self.velocity, "velocity", n, j)
-        self.effort = np.full((n, j), np.nan) if self.effort is None else _as_matrix(self.effort, "effort", n, j)
-        self.names = tuple(self.names)
+        self.velocity = np.full((n, j), np.nan) if velocity is None else _as_matrix(velocity, "velocity", n, j)
+        self.effort = np.full((n, j), np.nan) if effort is None else _as_matrix(effort, "effort", n, j)
 
     def __len__(self) -> int:
         return len(self.time)
@@ -67,3 +71,10 @@ def _as_matrix(values: object, what: str, rows: int, cols: int) -> np.ndarray:
     if matrix.shape != (rows, cols):
         raise JointSpecError(f"{what} has shape {matrix.shape}, expected ({rows}, {cols})")
     return matrix
+
+
+def causal_velocity(position: np.ndarray, time: np.ndarray) -> np.ndarray:
+    """Backward-difference velocity (N×J, first row 0): what a servo or a controller can know at each sample."""
+    velocity = np.zeros_like(position)
+    velocity[1:] = np.diff(position, axis=0) / np.diff(time)[:, None]
+    return velocity

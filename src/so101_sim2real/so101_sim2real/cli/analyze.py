@@ -9,11 +9,10 @@ from pathlib import Path
 
 import numpy as np
 
-from so101_description.joints import JOINT_NAMES
-
-from .dataset import DatasetError, PairedDataset
-from .metrics import MetricsConfig, MetricsError
-from .report import ReportError, summarize, write_comparison, write_report
+from so101_common.joints import JOINT_NAMES
+from so101_common.paired_dataset import DatasetError, PairedDataset
+from so101_sim2real.analysis.metrics import MetricsConfig, MetricsError
+from so101_sim2real.analysis.report import ReportError, summarize, write_comparison, write_report
 
 __all__ = ["add_arguments", "run"]
 

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import pytest
 
-from so101_description.joints import JOINT_NAMES, JOINTS
+from so101_common.diagnostics import Level
+from so101_common.joints import JOINT_NAMES, JOINTS
 from so101_driver.bus import FeetechBus
 from so101_driver.calibration import MotorCalibration
 from so101_driver.control_table import Register
-from so101_driver.driver_core import DriverConfig, DriverCore, Level
+from so101_driver.driver_core import DriverConfig, DriverCore
 from so101_testing import wait_for
 from so101_virtual.bus_server import BusServer, BusTiming
 from so101_virtual.faults import FaultInjector

@@ -1,16 +1,16 @@
-"""``so101 pair``: align real and sim runs (bags, SAGE folders, or the built-in MuJoCo) into a paired dataset.
+"""Pairing real and sim runs (bags, SAGE folders, or the built-in MuJoCo) into a paired dataset.
 
-``--real`` is a bag, one SAGE real run folder, or a SAGE root holding many (every motion becomes one
-episode). ``--sim`` is a bag, a SAGE sim folder/root (motions matched by name), or ``mujoco``: the
-in-process MuJoCo backend replays each real command stream from the real initial state.
+The real input is a bag, one SAGE real run folder, or a SAGE root holding many (every motion becomes
+one episode). The sim input is a bag, a SAGE sim folder/root (motions matched by name), or
+``mujoco``: the in-process MuJoCo backend replays each real command stream from the real initial
+state. ``so101 pair`` (:mod:`so101_sim2real.cli.pair`) and the demo call :func:`pair_inputs` /
+:func:`pair_runs`.
 """
 
 from __future__ import annotations
 
-import argparse
 import logging
 import re
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,13 +18,12 @@ from typing import Any
 
 from tqdm import tqdm
 
-from so101_description.trajectory import JointTrajectory
+from so101_common.paired_dataset import PairedDataset
+from so101_common.trajectory import JointTrajectory
+from so101_sim2real.pairing.align import AlignConfig, AlignmentError, ClockFit, align_episode
+from so101_sim2real.replay import sage
 
-from . import sage
-from .align import AlignConfig, AlignmentError, ClockFit, align_episode
-from .dataset import DatasetError, PairedDataset
-
-__all__ = ["Run", "PairError", "load_runs", "pair_runs", "add_arguments", "run"]
+__all__ = ["MUJOCO", "Run", "PairError", "load_runs", "pair_runs", "pair_inputs", "mujoco_replayer"]
 
 _LOG = logging.getLogger(__name__)
 MUJOCO = "mujoco"
@@ -93,54 +92,18 @@ def pair_runs(real_runs: list[Run], sim: list[Run] | Callable[[Run], tuple[Run, 
     return dataset
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--real", required=True, type=Path, help="real run: bag, SAGE run folder or SAGE real root")
-    parser.add_argument("--sim", required=True, help="sim run: bag, SAGE sim folder/root, or 'mujoco'")
-    parser.add_argument("--out", required=True, type=Path, help="paired dataset folder to write")
-    parser.add_argument("--rate", type=float, default=50.0, help="grid rate of the dataset, Hz (default 50)")
-    parser.add_argument("--real-topic", default="/joint_states", help="real JointState topic in a bag")
-    parser.add_argument("--command-topic", default="/joint_command", help="real command topic in a bag")
-    parser.add_argument("--sim-topic", default="/isaac_joint_states", help="sim JointState topic in a bag")
-    parser.add_argument("--sim-command-topic", default="/isaac_joint_command", help="sim command topic in a bag")
-    parser.add_argument("--max-offset", type=float, default=None, help="bound on the clock offset searched, s")
-    parser.add_argument("--no-drift", action="store_true", help="fit a clock offset only, no drift")
-    parser.add_argument("--report", type=Path, default=None,
-                        help="also write the gap report (HTML + PNG) here, as 'so101 analyze DATASET --report' does")
-
-
-def run(args: argparse.Namespace) -> int:
-    try:
-        config = AlignConfig(rate_hz=args.rate, max_offset_s=args.max_offset, fit_drift=not args.no_drift)
-        real_runs = load_runs(args.real, "real", args.real_topic, args.command_topic)
-        if args.sim == MUJOCO:
-            sim: list[Run] | Callable[[Run], tuple[Run, ClockFit]] = mujoco_replayer()
-        else:
-            sim = load_runs(Path(args.sim), "sim", args.sim_topic, args.sim_command_topic)
-        dataset = pair_runs(real_runs, sim, config)
-        dataset.metadata.update({"real": str(args.real), "sim": str(args.sim)})
-        dataset.save(args.out)
-    except (PairError, AlignmentError, DatasetError, sage.SageFormatError) as err:
-        print(f"so101 pair: error: {err}", file=sys.stderr)
-        return 1
-    print(f"wrote {len(dataset)} episode(s) at {dataset.rate_hz:g} Hz to {args.out}")
-    for episode in dataset:  # said where the user looks, not only in a log
-        for note in episode.metadata.get("truncated", []):
-            print(f"so101 pair: warning: episode {episode.name} was paired from a truncated bag: {note}",
-                  file=sys.stderr)
-    for episode in dataset:
-        clock = episode.metadata["clock"]
-        print(f"  {episode.name}: {len(episode)} samples, clock offset {clock['offset']:.6f} s, "
-              f"drift {clock['drift'] * 1e6:.1f} ppm ({clock['method']}, score {clock['score']:.3f})")
-    if args.report is not None:
-        from .report import ReportError, summarize, write_report
-
-        try:
-            page = write_report(dataset, summarize(dataset, source=str(args.out)), args.report)
-        except ReportError as err:
-            print(f"so101 pair: error: {err}", file=sys.stderr)
-            return 1
-        print(f"report: {page}")
-    return 0
+def pair_inputs(real: str | Path, sim: str | Path, config: AlignConfig, real_topic: str = "/joint_states",
+                command_topic: str = "/joint_command", sim_topic: str = "/isaac_joint_states",
+                sim_command_topic: str = "/isaac_joint_command", progress: bool = True) -> PairedDataset:
+    """Pair the runs under ``real`` with those under ``sim`` (a bag, a SAGE folder/root, or :data:`MUJOCO`)."""
+    real_runs = load_runs(real, "real", real_topic, command_topic)
+    if str(sim) == MUJOCO:
+        sim_runs: list[Run] | Callable[[Run], tuple[Run, ClockFit]] = mujoco_replayer()
+    else:
+        sim_runs = load_runs(Path(sim), "sim", sim_topic, sim_command_topic)
+    dataset = pair_runs(real_runs, sim_runs, config, progress)
+    dataset.metadata.update({"real": str(real), "sim": str(sim)})
+    return dataset
 
 
 # ----------------------------------------------------------------------------------------------- helpers
@@ -177,9 +140,9 @@ def _load_bag(path: Path, kind: str, state_topic: str, command_topic: str) -> Ru
 def mujoco_replayer() -> Callable[[Run], tuple[Run, ClockFit]]:
     """Replay each real command stream in the built-in MuJoCo backend, from the real initial state."""
     try:
-        from .mujoco_backend import replay_trajectory
+        from so101_sim2real.replay.mujoco_backend import replay_trajectory
     except ImportError as err:
-        raise PairError("--sim mujoco needs so101_sim2real.mujoco_backend.replay_trajectory, "
+        raise PairError("--sim mujoco needs so101_sim2real.replay.mujoco_backend.replay_trajectory, "
                         f"which is not available yet: {err}") from err
 
     def replay(real: Run) -> tuple[Run, ClockFit]:

@@ -13,7 +13,7 @@ import json
 import pytest
 
 from so101_bringup.cli import main as so101_main
-from so101_description.joints import JOINTS
+from so101_common.joints import JOINTS
 from so101_driver import calibrate_cli, scan_cli
 from so101_driver.bus import FeetechBus
 from so101_driver.calibration import load_calibration, raw_to_rad

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import signal
 
-from .dataset import PairedEpisode
+from so101_common.paired_dataset import PairedEpisode
 
 __all__ = [
     "MetricsError",

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from so101_description import joints
-from so101_description.joints import (
+from so101_common import joints
+from so101_common.joints import (
     ARM_JOINT_NAMES,
     GRIPPER,
     JOINT_NAMES,

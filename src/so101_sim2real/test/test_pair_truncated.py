@@ -15,7 +15,7 @@ from so101_common.paired_dataset import PairedDataset
 from so101_recorder.bag_reader import load_joint_states
 from so101_recorder.bag_writer import EpisodeWriter, next_episode_path
 from so101_recorder.metadata import EpisodeMetadata
-from so101_sim2real import pair_cli
+from so101_sim2real.cli import pair as pair_cli
 
 TYPESTORE = get_typestore(Stores.ROS2_JAZZY)
 JOINT_STATE = "sensor_msgs/msg/JointState"

@@ -24,15 +24,11 @@ ROSDEP_KEYS = {
     "pydantic": "python3-pydantic", "google": "python3-protobuf", "mujoco": "python3-mujoco-pip",
     "onnx": "python3-onnx-pip", "onnxruntime": "python3-onnxruntime-pip", "torch": "python3-torch-pip",
     "lerobot": "python3-lerobot-pip", "scservo_sdk": "python3-feetech-servo-sdk-pip",
-    "rosbags": "python3-rosbags-pip", "backports": "python3-backports-zstd-pip",
+    "rosbags": "python3-rosbags-pip", "mcap": "python3-mcap-pip", "backports": "python3-backports-zstd-pip",
 }
 # Not rosdep keys: Isaac Sim's own Python (the bridge script runs inside Isaac Sim, see so101_sim2real/isaac);
 # ``compression`` is the standard library from Python 3.14 (``compression.zstd``, with a backports fallback).
 NOT_DEPENDENCIES = {"isaacsim", "omni", "pxr", "compression"}
-# Imports that cannot be declared because the other package depends on this one (colcon refuses the cycle):
-# so101_driver's bench runs the virtual bus in-process. The bottom-package split of issue 9 removes it;
-# the test below fails once it is gone, so this list cannot outlive the cycle.
-CYCLES = {("so101_driver", "so101_virtual")}
 
 
 def _imports(package: str) -> set[str]:
@@ -53,16 +49,10 @@ def _declared(package: str) -> set[str]:
 
 @pytest.mark.parametrize("package", PACKAGES)
 def test_package_xml_declares_every_import(package: str) -> None:
-    needed = {ROSDEP_KEYS.get(module, module) for module in _imports(package)} - {b for a, b in CYCLES if a == package}
+    needed = {ROSDEP_KEYS.get(module, module) for module in _imports(package)}
     missing = sorted(needed - _declared(package))
     assert not missing, f"src/{package}/package.xml: add <exec_depend> for {missing}"
 
 
 def test_the_check_sees_imports() -> None:
     assert {"rclpy", "numpy"} <= _imports("so101_safety") and "so101_safety" not in _imports("so101_safety")
-
-
-@pytest.mark.parametrize("cycle", sorted(CYCLES))
-def test_listed_cycles_still_exist(cycle: tuple[str, str]) -> None:
-    importer, imported = cycle
-    assert imported in _imports(importer), f"{importer} no longer imports {imported}: remove it from CYCLES"

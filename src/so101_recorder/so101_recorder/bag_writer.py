@@ -150,10 +150,11 @@ class EpisodeWriter:
         LOG.debug("recording episode %s", self.path)
         return self
 
-    def close(self) -> EpisodeMetadata:
-        """Finish the bag (index, ``metadata.yaml``) and mark the episode complete."""
+    def close(self, stop_time_ns: int | None = None) -> EpisodeMetadata:
+        """Finish the bag (index, ``metadata.yaml``) and mark the episode complete. ``stop_time_ns``
+        defaults to now; a simulated recording passes its own clock's end of the episode."""
         writer = self._require_open()
-        self.metadata.stop_time_ns = time.time_ns()
+        self.metadata.stop_time_ns = time.time_ns() if stop_time_ns is None else stop_time_ns
         self.metadata.status = "complete"
         writer.set_custom_data(CUSTOM_DATA_KEY, self.metadata.to_yaml())
         try:

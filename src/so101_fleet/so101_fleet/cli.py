@@ -1,7 +1,7 @@
 """``so101 fleet <step>``: the fleet pipeline's subcommands (simulate, index, process, report).
 
 Like ``so101_bringup.cli``, an explicit table of step → module; each module has
-``add_arguments(parser)`` and ``run(args) -> int`` and is imported only when chosen.
+``add_arguments(parser)`` and ``run(args) -> int`` and is imported only when its step is chosen.
 """
 
 from __future__ import annotations
@@ -20,11 +20,14 @@ STEPS: dict[str, tuple[str, str]] = {
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    steps = parser.add_subparsers(dest="step", metavar="<step>", required=True)
-    for name, (module, summary) in STEPS.items():
-        sub = steps.add_parser(name, help=summary, description=summary)
-        importlib.import_module(module).add_arguments(sub)
+    parser.epilog = "steps: " + "; ".join(f"{name}: {summary}" for name, (_m, summary) in STEPS.items())
+    parser.add_argument("step", choices=tuple(STEPS), help="pipeline step ('so101 fleet STEP --help' for its options)")
+    parser.add_argument("options", nargs=argparse.REMAINDER, help="the step's options")
 
 
 def run(args: argparse.Namespace) -> int:
-    return int(importlib.import_module(STEPS[args.step][0]).run(args))
+    module_name, summary = STEPS[args.step]
+    module = importlib.import_module(module_name)
+    parser = argparse.ArgumentParser(prog=f"so101 fleet {args.step}", description=summary)
+    module.add_arguments(parser)
+    return int(module.run(parser.parse_args(args.options)))

@@ -6,6 +6,7 @@ Re-point these imports when the recorder's public API moves; nothing else in thi
 
 from __future__ import annotations
 
+from so101_recorder.bag_reader import Bag, JointStateRead
 from so101_recorder.bag_writer import EpisodeWriter
 from so101_recorder.errors import BagReadError, RecorderError
 from so101_recorder.mcap_scan import McapScan, scan_mcap
@@ -22,7 +23,9 @@ from so101_recorder.metadata import (
 __all__ = [
     "CUSTOM_DATA_KEY",
     "EPISODE_FILE",
+    "Bag",
     "BagReadError",
+    "JointStateRead",
     "EpisodeMetadata",
     "EpisodeWriter",
     "FileRef",

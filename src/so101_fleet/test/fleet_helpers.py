@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
 from so101_description.joints import JOINT_NAMES
+from so101_fleet.episode_job import EpisodeOutcome, EpisodeTask, ProcessConfig, process_episode
 from so101_fleet.recorder_adapter import EpisodeMetadata, EpisodeWriter
 from so101_fleet.sim2real_adapter import joint_state_cdr
 from so101_fleet.simulate import diagnostics_cdr
@@ -38,3 +40,10 @@ def write_bag(path: Path, robot_id: str = "arm_x", *, times: Sequence[float] | N
                              joint_state_cdr(START_NS / 1e9 + stamp, tuple(names), q), log_ns)
         writer.close(stop_time_ns=START_NS + round(times[-1] * 1e9))
     return path
+
+
+def crash_worker_on_marked_episode(task: EpisodeTask, out: str, config: ProcessConfig) -> EpisodeOutcome:
+    """The pipeline's episode function, except that the worker process dies on the episode named ``killed``."""
+    if task.name == "killed":
+        os._exit(9)  # as under the OOM killer: no exception, no cleanup
+    return process_episode(task, out, config)

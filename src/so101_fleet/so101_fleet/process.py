@@ -44,7 +44,8 @@ class RunReport:
     skipped: int = 0  # done by an earlier run
     errors: list[dict[str, Any]] = field(default_factory=list)
     warnings: list[dict[str, Any]] = field(default_factory=list)
-    seconds: float = 0.0
+    seconds: float = 0.0  # wall time of the run
+    worker_seconds: float = 0.0  # sum of the episodes' time inside the workers (the rest is scheduling and I/O)
     episodes_per_s: float = 0.0  # processed in this run / wall time
     worker_peak_rss_mb: float | None = None  # largest peak resident memory any worker reported
     worker_processes: int = 0  # distinct worker processes that ran episodes
@@ -52,6 +53,7 @@ class RunReport:
     _pids: set[int] = field(default_factory=set, repr=False)
 
     def add(self, outcome: EpisodeOutcome) -> None:
+        self.worker_seconds += outcome.seconds
         if outcome.worker_pid is not None:
             self._pids.add(outcome.worker_pid)
             self.worker_processes = len(self._pids)

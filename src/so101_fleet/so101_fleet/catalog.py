@@ -251,7 +251,7 @@ def _count_levels(scan: McapScan, messages: Any, row: dict[str, Any], problems: 
         except Exception as err:  # any malformed payload is one problem of this bag, not a crash of the index
             problems.append(f"{DIAGNOSTICS_TOPIC}: unreadable message: {err}")
             continue
-        for status in array.status:
+        for status in getattr(array, "status", ()):
             level = int(status.level)
             row["faults"] += level >= 2
             row["warnings"] += level == 1

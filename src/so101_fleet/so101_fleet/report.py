@@ -62,8 +62,8 @@ class ArmTrend:
     growth_per_day: float  # median over joints of the relative growth per day
     growth_stderr: float
     growing: bool
-    joint_growth_per_day: dict[str, float] = field(default_factory=dict)
-    latest_gap: dict[str, float] = field(default_factory=dict)  # TREND_METRIC of the last episode per joint
+    joint_growth_per_day: dict[str, float | None] = field(default_factory=dict)  # None: too few episodes
+    latest_gap: dict[str, float | None] = field(default_factory=dict)  # TREND_METRIC of the last episode per joint
 
 
 def load_summaries(root: Path | str) -> list[EpisodeGap]:

@@ -66,7 +66,8 @@ def _train_loop(loop_config: dict[str, Any]) -> None:
         setattr(prepared, name, getattr(prepared, name).to(device))
     optimiser = torch.optim.AdamW(model.parameters(), lr=config.learning_rate, weight_decay=config.weight_decay)
     scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimiser, T_max=config.epochs)
-    local = model.module if hasattr(model, "module") else model
+    wrapped = getattr(model, "module", model)  # DDP keeps the network as .module (one worker: no wrapper)
+    local: torch.nn.Module = wrapped if isinstance(wrapped, torch.nn.Module) else model
 
     def evaluate() -> float:
         local.eval()
@@ -93,7 +94,8 @@ def _train_loop(loop_config: dict[str, Any]) -> None:
         scheduler.step()
         train_losses.append(total / max(count, 1))
         validation_losses.append(evaluate())
-        metrics = {"epoch": epoch + 1, "train_loss": train_losses[-1], "validation_loss": validation_losses[-1]}
+        metrics: dict[str, Any] = {"epoch": epoch + 1, "train_loss": train_losses[-1],
+                                   "validation_loss": validation_losses[-1]}
         if epoch + 1 < config.epochs:
             ray.train.report(metrics)
             continue
@@ -135,7 +137,7 @@ def train_on_ray(dataset_paths: Sequence[str | Path], config: TrainConfig, *, wo
             raise TrainingError("distributed training ended without a checkpoint from rank 0")
         with result.checkpoint.as_directory() as folder:
             weights = torch.load(Path(folder) / _WEIGHTS, weights_only=True)
-        metrics = dict(result.metrics)
+        metrics = dict(result.metrics or {})
     module = build_module(prepared, config)
     module.load_state_dict(weights)
     module.eval()

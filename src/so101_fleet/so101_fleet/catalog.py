@@ -99,7 +99,7 @@ def find_bags(roots: Sequence[str | os.PathLike[str]]) -> Iterator[BagLocation]:
         if not Path(text).is_dir():
             raise CatalogError(f"bag root {text} is not a folder")
         found = []
-        for folder, _dirs, files in os.walk(text):
+        for folder, _dirs, files in os.walk(os.path.abspath(text)):  # absolute: workers elsewhere read them
             if any(f.endswith(".mcap") for f in files):
                 found.append(folder)
         yield from (BagLocation(f) for f in sorted(found))

@@ -100,7 +100,7 @@ def process_fleet(tasks: Sequence[EpisodeTask], out: Path | str, config: Process
                   ray_address: str | None = None, catalog: str = "", progress: Callable[[int, int], None] | None = None,
                   episode_fn: EpisodeFn = process_episode) -> RunReport:
     """Process ``tasks`` into ``out`` (see the module doc); returns (and saves) the run report."""
-    out = Path(out)
+    out = Path(out).resolve()  # Ray workers do not share the driver's working directory
     out.mkdir(parents=True, exist_ok=True)
     in_process = workers == 1 and ray_address is None
     report = RunReport(catalog=catalog, out=str(out), mode="in-process" if in_process else f"ray ({ray_address or 'local'})",

@@ -78,6 +78,12 @@ def test_fsspec_url_indexes_like_a_local_path(small_fleet: Path) -> None:
     assert {k: v for k, v in remote.items() if k != "path"} == {k: v for k, v in local.items() if k != "path"}
 
 
+def test_relative_roots_give_absolute_paths(small_fleet: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(small_fleet.parent)  # Ray workers run elsewhere: the catalogue must not depend on the cwd
+    rows = build_catalog([small_fleet.name]).to_pylist()
+    assert rows and all(Path(r["path"]).is_absolute() and Path(r["path"]).is_dir() for r in rows)
+
+
 def test_missing_root_and_foreign_parquet_are_one_line_errors(tmp_path: Path) -> None:
     with pytest.raises(CatalogError, match="nowhere is not a folder"):
         build_catalog([tmp_path / "nowhere"])

@@ -6,9 +6,10 @@ replay of its commands (rad, per joint, :data:`TREND_METRIC`). Episodes of diffe
 different gaps, so every value is first divided by the fleet's median for that task and joint
 (the *relative gap*: 1 is a typical arm on that task); the trend of an arm's joint is the least-squares
 slope of the log relative gap against time (relative growth per day). An arm's growth is the median
-over its joints; an arm is **growing** when that growth is above :data:`MIN_GROWTH_PER_DAY` and above
-twice its standard error. Worn gears (more backlash and friction) show up there as a lag and a gap
-that grow for weeks before the arm fails.
+over its joints; an arm is **growing** when that growth is above ``min_growth_per_day`` (default
+:data:`MIN_GROWTH_PER_DAY`) and above twice its standard error; the ranking lists every arm. Worn
+gears (more backlash and friction) show up there as a lag and a gap that grow for weeks before the
+arm fails.
 
 Outputs in the report folder: ``fleet_report.json`` (ranking, per-arm and per-joint slopes),
 ``index.html`` (ranking table, fleet-wide distribution, one trend plot per arm), the PNGs.
@@ -37,7 +38,9 @@ __all__ = ["TREND_METRIC", "MIN_GROWTH_PER_DAY", "ReportError", "ArmTrend", "loa
            "write_fleet_report"]
 
 TREND_METRIC = ("position", "rmse")
-MIN_GROWTH_PER_DAY = 0.002  # relative growth of the gap per day below which an arm is not called growing
+MIN_GROWTH_PER_DAY = 0.01
+"""Relative growth of the gap per day below which an arm is not called growing: at 1 %/day the gap doubles
+in about ten weeks, the pace of gears wearing towards failure; slower growth is ordinary wear."""
 _DAY_NS = 86_400 * 10**9
 
 
@@ -114,7 +117,8 @@ def _slope(days: np.ndarray, values: np.ndarray) -> tuple[float, float]:
     return slope, float(math.sqrt((residual**2).sum() / (len(x) - 2) / (xc**2).sum()))
 
 
-def fleet_trends(episodes: Sequence[EpisodeGap]) -> tuple[list[ArmTrend], np.ndarray]:
+def fleet_trends(episodes: Sequence[EpisodeGap], min_growth_per_day: float = MIN_GROWTH_PER_DAY,
+                 ) -> tuple[list[ArmTrend], np.ndarray]:
     """Per-arm trends, ranked by growth (fastest first), and the (E, J) relative gaps."""
     relative = _relative(episodes)
     trends = []
@@ -129,7 +133,7 @@ def fleet_trends(episodes: Sequence[EpisodeGap]) -> tuple[list[ArmTrend], np.nda
         growth = float(np.nanmedian(slopes)) if np.isfinite(slopes).any() else math.nan
         stderr = float(np.nanmedian(errors)) if np.isfinite(errors).any() else math.nan
         last = np.flatnonzero(rows)[int(np.argmax(days))]
-        growing = bool(growth > MIN_GROWTH_PER_DAY and (not math.isfinite(stderr) or growth > 2 * stderr))
+        growing = bool(growth > min_growth_per_day and (not math.isfinite(stderr) or growth > 2 * stderr))
         trends.append(ArmTrend(robot, int(rows.sum()), float(np.ptp(days)) if len(days) else 0.0, growth, stderr,
                                growing, {j: _num(s) for j, s in zip(JOINT_NAMES, slopes, strict=True)},
                                {j: _num(g) for j, g in zip(JOINT_NAMES, episodes[last].gap, strict=True)}))
@@ -137,21 +141,22 @@ def fleet_trends(episodes: Sequence[EpisodeGap]) -> tuple[list[ArmTrend], np.nda
     return trends, relative
 
 
-def write_fleet_report(root: Path | str, out: Path | str) -> dict[str, Any]:
+def write_fleet_report(root: Path | str, out: Path | str, min_growth_per_day: float = MIN_GROWTH_PER_DAY,
+                       ) -> dict[str, Any]:
     """Write the report (see the module doc) and return its JSON content."""
     episodes = load_summaries(root)
-    trends, relative = fleet_trends(episodes)
+    trends, relative = fleet_trends(episodes, min_growth_per_day)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     figures = [("fleet-wide distribution", _distribution_plot(episodes, out / "fleet_distribution.png")),
-               ("growth ranking", _ranking_plot(trends, out / "growth_ranking.png"))]
+               ("growth ranking", _ranking_plot(trends, min_growth_per_day, out / "growth_ranking.png"))]
     for trend in trends:
         figures.append((f"{trend.robot_id}: relative gap over time",
                         _trend_plot(trend.robot_id, episodes, relative, out / f"trend_{trend.robot_id}.png")))
     gaps = np.vstack([e.gap for e in episodes])
     report = {
         "format": "so101_fleet.report/1", "dataset": str(root), "metric": "/".join(TREND_METRIC), "unit": "rad",
-        "episodes": len(episodes), "arms": len(trends), "min_growth_per_day": MIN_GROWTH_PER_DAY,
+        "episodes": len(episodes), "arms": len(trends), "min_growth_per_day": min_growth_per_day,
         "growing": [t.robot_id for t in trends if t.growing],
         "ranking": [asdict(t) for t in trends],
         "fleet_distribution": {j: {"median": _num(np.nanmedian(gaps[:, k])), "p10": _num(np.nanpercentile(gaps[:, k], 10)),
@@ -202,12 +207,12 @@ def _distribution_plot(episodes: Sequence[EpisodeGap], path: Path) -> Path:
     return path
 
 
-def _ranking_plot(trends: Sequence[ArmTrend], path: Path) -> Path:
+def _ranking_plot(trends: Sequence[ArmTrend], min_growth_per_day: float, path: Path) -> Path:
     fig, ax = plt.subplots(figsize=(8, max(2.5, 0.25 * len(trends))))
     names = [t.robot_id for t in trends][::-1]
     values = [100 * t.growth_per_day if math.isfinite(t.growth_per_day) else 0.0 for t in trends][::-1]
     ax.barh(names, values, color=["#d62728" if t.growing else "#7f7f7f" for t in trends][::-1])
-    ax.axvline(100 * MIN_GROWTH_PER_DAY, color="#000000", lw=0.8, ls="--")
+    ax.axvline(100 * min_growth_per_day, color="#000000", lw=0.8, ls="--")
     ax.set_xlabel("gap growth (% per day)")
     ax.tick_params(axis="y", labelsize=7)
     fig.tight_layout()

@@ -11,13 +11,15 @@ __all__ = ["add_arguments", "run"]
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("dataset", type=Path, help="dataset root written by so101 fleet process")
     parser.add_argument("--out", type=Path, required=True, help="report folder (index.html, PNGs, fleet_report.json)")
+    parser.add_argument("--min-growth", type=float, default=1.0,
+                        help="gap growth in %% per day from which an arm is listed as growing (default 1)")
 
 
 def run(args: argparse.Namespace) -> int:
     from so101_fleet.report import ReportError, write_fleet_report
 
     try:
-        report = write_fleet_report(args.dataset, args.out)
+        report = write_fleet_report(args.dataset, args.out, args.min_growth / 100.0)
     except ReportError as err:
         print(f"so101 fleet report: error: {err}")
         return 1

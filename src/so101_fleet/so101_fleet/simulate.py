@@ -87,10 +87,13 @@ def episode_plan(config: FleetConfig, arm_index: int, arm: ArmSpec) -> list[tupl
     """``(day, task, start_time_ns)`` of each of the arm's episodes (reproducible from the arm's seed)."""
     rng = np.random.default_rng(arm.seed)
     plan = []
+    spacing = max(30.0, config.duration_s + 10.0)  # s between the starts of an arm's episodes on one day
+    first_of_day: dict[int, int] = {}
     for k in range(config.episodes):
         day = (k * config.span_days) // config.episodes
         task = list(TASKS)[int(rng.integers(len(TASKS)))]
-        start = FLEET_EPOCH + _dt.timedelta(days=day, minutes=2 * arm_index, seconds=30 * (k % 10))
+        slot = k - first_of_day.setdefault(day, k)
+        start = FLEET_EPOCH + _dt.timedelta(days=day, minutes=2 * arm_index, seconds=spacing * slot)
         plan.append((day, task, int(start.timestamp()) * 1_000_000_000))
     return plan
 

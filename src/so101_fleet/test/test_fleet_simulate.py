@@ -74,6 +74,15 @@ def test_wear_grows_gearbox_figures_fastest_on_the_fast_arms() -> None:
     assert {a.robot_id for a in arms if a.fast_wear} == set(fastest)
 
 
+def test_an_arms_episodes_of_one_day_do_not_overlap() -> None:
+    from so101_fleet.simulate import episode_plan
+
+    config = FleetConfig(arms=1, episodes=12, days=1, duration_s=45.0)
+    [arm] = draw_fleet(1, seed=0)
+    starts = [start for _day, _task, start in episode_plan(config, 0, arm)]
+    assert all(b - a >= 45e9 for a, b in zip(starts, starts[1:], strict=False))
+
+
 def test_existing_fleet_is_not_overwritten(small_fleet: Path) -> None:
     import pytest
 

@@ -16,6 +16,7 @@ import datetime as _dt
 import json
 import logging
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -140,11 +141,11 @@ def _run_on_ray(todo: Iterable[EpisodeTask], out: str, config: ProcessConfig, wo
 
         remote = ray.remote(num_cpus=1, max_retries=0)(episode_fn)
         slots = 2 * (workers or max(1, int(ray.cluster_resources().get("CPU", 1))))
-        queue = list(todo)
+        queue = deque(todo)
         in_flight: dict[Any, EpisodeTask] = {}
         while queue or in_flight:
             while queue and len(in_flight) < slots:
-                task = queue.pop(0)
+                task = queue.popleft()
                 in_flight[remote.remote(task, out, config)] = task
             ready, _ = ray.wait(list(in_flight), num_returns=1)
             task = in_flight.pop(ready[0])

@@ -41,7 +41,7 @@ from so101_virtual.profiles import load_profile, profile_from_dict
 from so101_virtual.robot import VirtualSO101
 
 __all__ = ["FleetConfig", "TASKS", "FLEET_FILE", "STATE_TOPIC", "COMMAND_TOPIC", "DIAGNOSTICS_TOPIC",
-           "simulate_fleet", "record_episode", "diagnostics_cdr", "episode_plan", "load_fleet"]
+           "simulate_fleet", "simulate_arm", "record_episode", "diagnostics_cdr", "episode_plan", "load_fleet"]
 
 FLEET_FILE = "fleet.yaml"
 STATE_TOPIC = "/joint_states"
@@ -98,29 +98,51 @@ def episode_plan(config: FleetConfig, arm_index: int, arm: ArmSpec) -> list[tupl
     return plan
 
 
-def simulate_fleet(root: Path | str, config: FleetConfig,
-                   progress: Callable[[int, int], None] | None = None) -> list[Path]:
-    """Record the whole fleet under ``root`` (which must not hold a fleet yet); returns the bag folders."""
-    root = Path(root)
+def simulate_fleet(root: Path | str, config: FleetConfig, progress: Callable[[int, int], None] | None = None, *,
+                   workers: int | None = None, ray_address: str | None = None) -> list[Path]:
+    """Record the whole fleet under ``root`` (which must not hold a fleet yet); returns the bag folders.
+    In this process by default; with ``workers`` > 1 or ``ray_address``, one Ray task per arm (the same
+    bags: every arm is drawn and driven from its own seed)."""
+    root = Path(root).resolve()
     if (root / FLEET_FILE).exists():
         raise FileExistsError(f"{root / FLEET_FILE} exists: {root} already holds a simulated fleet; choose a new --out")
     root.mkdir(parents=True, exist_ok=True)
     arms = draw_fleet(config.arms, config.seed, config.wear)
     fleet = {"config": {k: v for k, v in asdict(config).items() if k != "wear"} | {"wear": asdict(config.wear)},
              "arms": [a.to_dict() for a in arms]}
-    base = load_profile("default")
-    bags = []
+    bags: list[Path] = []
     total = config.arms * config.episodes
-    for index, arm in enumerate(arms):
-        for number, (day, task, start_ns) in enumerate(episode_plan(config, index, arm), start=1):
-            profile_path = root / arm.robot_id / "profiles" / f"day_{day:03d}.yaml"
-            if not profile_path.exists():
-                profile_path.parent.mkdir(parents=True, exist_ok=True)
-                profile_path.write_text(yaml.safe_dump(arm_profile_dict(arm, day, base), sort_keys=False))
-            bags.append(record_episode(root / arm.robot_id, arm, profile_path, task, number, start_ns, config))
+    if ray_address is None and (workers is None or workers == 1):
+        for index, arm in enumerate(arms):
+            bags.extend(simulate_arm(root, index, arm, config))
             if progress is not None:
                 progress(len(bags), total)
+    else:
+        from so101_fleet.ray_runtime import ray_session
+
+        with ray_session(ray_address, cpus=workers) as ray:
+            remote = ray.remote(num_cpus=1, max_retries=0)(simulate_arm)
+            pending = [remote.remote(root, index, arm, config) for index, arm in enumerate(arms)]
+            while pending:
+                ready, pending = ray.wait(pending, num_returns=1)
+                bags.extend(ray.get(ready[0]))
+                if progress is not None:
+                    progress(len(bags), total)
+        bags.sort(key=lambda bag: (bag.parent.name, bag.name))
     (root / FLEET_FILE).write_text(yaml.safe_dump(fleet, sort_keys=False))
+    return bags
+
+
+def simulate_arm(root: Path, index: int, arm: ArmSpec, config: FleetConfig) -> list[Path]:
+    """Every episode of one arm (its profiles of the days, then its bags) under ``root/<robot_id>``."""
+    base = load_profile("default")
+    bags = []
+    for number, (day, task, start_ns) in enumerate(episode_plan(config, index, arm), start=1):
+        profile_path = root / arm.robot_id / "profiles" / f"day_{day:03d}.yaml"
+        if not profile_path.exists():
+            profile_path.parent.mkdir(parents=True, exist_ok=True)
+            profile_path.write_text(yaml.safe_dump(arm_profile_dict(arm, day, base), sort_keys=False))
+        bags.append(record_episode(root / arm.robot_id, arm, profile_path, task, number, start_ns, config))
     return bags
 
 

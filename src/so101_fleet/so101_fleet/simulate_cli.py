@@ -20,6 +20,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--fast-fraction", type=float, default=0.25, help="share of arms that wear fast (default 0.25)")
     parser.add_argument("--operator", default="fleet-sim", help="operator stored with every episode")
     parser.add_argument("--out", type=Path, required=True, help="fleet root to create (ROOT/<robot_id>/<episode>/)")
+    parser.add_argument("--workers", type=int, default=None,
+                        help="arms simulated in parallel as Ray tasks on a local runtime (default: in this process)")
+    parser.add_argument("--ray-address", default=None, help="simulate the arms on this Ray cluster (shared --out)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -35,7 +38,8 @@ def run(args: argparse.Namespace) -> int:
         return 2
     with tqdm(total=config.arms * config.episodes, unit="episode", desc="simulate") as bar:
         try:
-            bags = simulate_fleet(args.out, config, progress=lambda done, _total: bar.update(done - bar.n))
+            bags = simulate_fleet(args.out, config, progress=lambda done, _total: bar.update(done - bar.n),
+                                  workers=args.workers, ray_address=args.ray_address)
         except FileExistsError as err:
             print(f"so101 fleet simulate: error: {err}")
             return 1

@@ -14,9 +14,7 @@ from so101_recorder.metadata import (
     CUSTOM_DATA_KEY,
     EPISODE_FILE,
     EpisodeMetadata,
-    FileRef,
     SafeLoader,
-    TopicStats,
     file_ref,
 )
 
@@ -28,11 +26,9 @@ __all__ = [
     "JointStateRead",
     "EpisodeMetadata",
     "EpisodeWriter",
-    "FileRef",
     "McapScan",
     "RecorderError",
     "SafeLoader",
-    "TopicStats",
     "file_ref",
     "scan_mcap",
 ]

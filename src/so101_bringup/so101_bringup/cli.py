@@ -38,7 +38,9 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
     Subcommand("replay", "so101_sim2real.cli.replay", "replay a bag or motion in simulation (MuJoCo or Isaac Sim bridge)"),
     Subcommand("pair", "so101_sim2real.cli.pair", "align real and sim runs into a paired dataset"),
     Subcommand("analyze", "so101_sim2real.cli.analyze", "gap metrics and an HTML/PNG report for a paired dataset"),
-    Subcommand("train-gaponet", "so101_gaponet.train_cli", "train a GapONet compensator on paired datasets and export it"),
+    Subcommand("train-gaponet", "so101_fleet.train_cli",
+               "train a GapONet compensator on paired datasets and export it (--ray-address/--workers: on Ray)"),
+    Subcommand("fleet", "so101_fleet.cli", "fleet pipeline on Ray: simulate | index | process | report"),
     Subcommand("bench", "so101_bringup.bench", "run the control-path benchmarks (JSON lines)"),
 )
 

@@ -165,11 +165,12 @@ class EpisodeWriter:
         LOG.debug("recording episode %s", self.path)
         return self
 
-    def close(self) -> EpisodeMetadata:
-        """Finish the bag (summary and index, ``metadata.yaml``) and mark the episode complete."""
+    def close(self, stop_time_ns: int | None = None) -> EpisodeMetadata:
+        """Finish the bag (summary and index, ``metadata.yaml``) and mark the episode complete. ``stop_time_ns``
+        defaults to now; a simulated recording passes its own clock's end of the episode."""
         writer, output = self._require_open(), self._output
         assert output is not None
-        self.metadata.stop_time_ns = time.time_ns()
+        self.metadata.stop_time_ns = time.time_ns() if stop_time_ns is None else stop_time_ns
         self.metadata.status = "complete"
         info = self._bagfile_information()
         self._write_guarded(lambda: writer.add_metadata("rosbag2", {

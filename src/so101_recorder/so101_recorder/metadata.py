@@ -83,6 +83,7 @@ class EpisodeMetadata:
     calibration: FileRef | None = None  # calibration file used by the driver
     gap_profile: FileRef | None = None  # virtual robot's gap profile (name or file); None on real hardware
     notes: str = ""  # operator notes
+    operator: str = ""  # who (or which fleet job) recorded it; fleet catalogues group by it
     software: dict[str, str | None] = field(default_factory=dict)  # package, version, git_rev
     host: str = field(default_factory=socket.gethostname)
     start_time_ns: int = 0  # wall clock when recording started

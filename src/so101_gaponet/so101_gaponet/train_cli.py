@@ -13,7 +13,8 @@ __all__ = ["add_arguments", "run", "train_and_export"]
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dataset", action="append", required=True, type=Path, help="paired dataset folder (repeatable)")
-    parser.add_argument("--arch", choices=("deeponet", "mlp"), default="deeponet", help="network (default deeponet)")
+    parser.add_argument("--arch", choices=("deeponet", "transformer", "mlp", "linear"), default="deeponet",
+                        help="network (default deeponet)")
     parser.add_argument("--history", type=int, default=4, help="history rows the model reads (default 4)")
     parser.add_argument("--horizon", type=int, default=5,
                         help="steps over which the target trajectory is reached, ≈ the arm's lag in steps (default 5)")
@@ -45,10 +46,10 @@ def train_and_export(datasets: list[Path], out: Path, file_format: str, **settin
     meta = result.metadata
     rng = np.random.default_rng(0)
     history = rng.standard_normal((8, meta.history, meta.history_columns)).astype(np.float32)
-    target = rng.standard_normal((8, meta.num_joints)).astype(np.float32)
+    commands = rng.standard_normal((8, meta.future_steps, meta.num_joints)).astype(np.float32)
     with torch.no_grad():
-        expected = result.module(torch.from_numpy(history), torch.from_numpy(target)).numpy()
-    got = np.vstack([model.run_normalised(history[i:i + 1], target[i:i + 1]) for i in range(len(history))])
+        expected = result.module(torch.from_numpy(history), torch.from_numpy(commands)).numpy()
+    got = np.vstack([model.run_normalised(history[i:i + 1], commands[i:i + 1]) for i in range(len(history))])
     error = float(np.max(np.abs(got - expected)))
     if error > 1e-4:
         raise RuntimeError(f"exported model differs from the trained one by {error:.2e}")

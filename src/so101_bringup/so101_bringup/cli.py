@@ -35,6 +35,8 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
     Subcommand("pair", "so101_sim2real.pair_cli", "align real and sim runs into a paired dataset"),
     Subcommand("analyze", "so101_sim2real.analyze_cli", "gap metrics and an HTML/PNG report for a paired dataset"),
     Subcommand("train-gaponet", "so101_gaponet.train_cli", "train a GapONet compensator on paired datasets and export it"),
+    Subcommand("train-sim-delta", "so101_gaponet.sim_delta.cli",
+               "train a sim-delta model (MuJoCo + Δ reproduces the real arm) on SAGE real runs and export it"),
     Subcommand("bench", "so101_bringup.bench", "run the control-path benchmarks (JSON lines)"),
 )
 

@@ -67,17 +67,26 @@ def load_source(args: argparse.Namespace) -> ReplaySource:
     return load_sage_real_source(args.sage_real)
 
 
-def delta_filter(model_path: Path, control_rate_hz: float | None) -> tuple[CommandFilter, float]:
-    """A closed-loop command filter ``target + Δ`` from a GapONet model, and the control rate it runs at."""
-    from so101_gaponet.compensator import Compensator, CompensatorConfig
+def delta_filter(model_path: Path, control_rate_hz: float | None, command: JointTrajectory) -> tuple[CommandFilter, float]:
+    """A closed-loop command filter ``target + Δ`` from a GapONet model, and the control rate it runs at.
+
+    A ``sim_delta`` model (ASAP's delta action) reads the simulated state and the command stream,
+    current and upcoming; a ``compensator`` model runs through the deploy-side compensator core
+    (what the sim does with the compensator in front of it).
+    """
+    from so101_gaponet.compensator import Compensator, CompensatorConfig, CompensatorError
     from so101_gaponet.metadata import ModelFileError
     from so101_gaponet.model_file import load_model
+    from so101_gaponet.sim_delta.filter import SimDeltaFilter
 
     try:
         model = load_model(model_path, joints=JOINT_NAMES, rate_hz=control_rate_hz)
-    except (ModelFileError, OSError) as err:
+        if model.metadata.role == "sim_delta":
+            ordered = command.reordered(JOINT_NAMES)
+            return SimDeltaFilter(model.delta, model.metadata, ordered.time, ordered.position), float(model.metadata.rate_hz)
+        compensator = Compensator(CompensatorConfig(joints=JOINT_NAMES), model)
+    except (ModelFileError, CompensatorError, OSError) as err:
         raise ReplayError(f"cannot load delta model {model_path}: {err}") from err
-    compensator = Compensator(CompensatorConfig(joints=JOINT_NAMES), model)
 
     def apply(time: float, target, position, velocity):
         compensator.update_measured(position, velocity, stamp=time)
@@ -91,7 +100,7 @@ def _replay_mujoco(args: argparse.Namespace, source: ReplaySource) -> tuple[Join
     command_filter = None
     control_rate = args.control_rate
     if args.delta_model is not None:
-        command_filter, control_rate = delta_filter(args.delta_model, control_rate)
+        command_filter, control_rate = delta_filter(args.delta_model, control_rate, source.command)
     gains = {k: v for k, v in (("kp", args.kp), ("kd", args.kd)) if v is not None}
     config = MujocoSimConfig(physics_dt=args.physics_dt, control_rate_hz=control_rate, **gains)
     sim = MujocoSim(config)

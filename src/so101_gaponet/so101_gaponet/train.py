@@ -26,17 +26,17 @@ import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 import numpy as np
 import torch
 from tqdm import tqdm
 
 from so101_gaponet.metadata import HISTORY_FEATURES, MODEL_KINDS, GapModelMetadata, ModelKind, Normalisation
-from so101_gaponet.models import ArchConfig, MaskedHistory, PerJointLinear, build_model
+from so101_gaponet.models import ArchConfig, PerJointLinear, build_model
 from so101_gaponet.paired_data import DatasetError, PairedDataset, causal_velocity, read_dataset
 
-__all__ = ["FitResult", "TrainConfig", "TrainResult", "TrainingError", "build_samples", "fit_network", "train", "git_revision"]
+__all__ = ["normalisation_of", "FitResult", "TrainConfig", "TrainResult", "TrainingError", "build_samples", "fit_network", "train", "git_revision"]
 
 _log = logging.getLogger(__name__)
 
@@ -170,6 +170,16 @@ def _load(paths: Sequence[str | Path]) -> list[PairedDataset]:
     return datasets
 
 
+def normalisation_of(history: np.ndarray, commands: np.ndarray, delta: np.ndarray) -> Normalisation:
+    """Per-column statistics of raw samples (commands share one mean/std per joint over their rows)."""
+    h_mean, h_std = _stats(history, (0, 1))
+    c_mean, c_std = _stats(commands, (0, 1))
+    d_mean, d_std = _stats(delta, (0,))
+    return Normalisation(history_mean=tuple(map(float, h_mean)), history_std=tuple(map(float, h_std)),
+                         command_mean=tuple(map(float, c_mean)), command_std=tuple(map(float, c_std)),
+                         delta_mean=tuple(map(float, d_mean)), delta_std=tuple(map(float, d_std)))
+
+
 def fit_network(arch: ArchConfig, history: np.ndarray, commands: np.ndarray, delta: np.ndarray, *, epochs: int,
                 batch_size: int = 256, learning_rate: float = 3e-3, weight_decay: float = 1e-4, delta_l2: float = 0.0,
                 seed: int = 0, validation_fraction: float = 0.1, ridge: float = 1e-3, progress: bool = False,
@@ -196,14 +206,7 @@ def fit_network(arch: ArchConfig, history: np.ndarray, commands: np.ndarray, del
 def _fit(arch: ArchConfig, history: np.ndarray, commands: np.ndarray, delta: np.ndarray, *, epochs: int, batch_size: int,
          learning_rate: float, weight_decay: float, delta_l2: float, seed: int, validation_fraction: float, ridge: float,
          progress: bool, normalisation: Normalisation | None, module: torch.nn.Module | None) -> FitResult:
-    if normalisation is None:
-        h_mean, h_std = _stats(history, (0, 1))
-        c_mean, c_std = _stats(commands, (0, 1))
-        d_mean, d_std = _stats(delta, (0,))
-        normalisation = Normalisation(history_mean=tuple(map(float, h_mean)), history_std=tuple(map(float, h_std)),
-                                      command_mean=tuple(map(float, c_mean)), command_std=tuple(map(float, c_std)),
-                                      delta_mean=tuple(map(float, d_mean)), delta_std=tuple(map(float, d_std)))
-    norm = normalisation
+    norm = normalisation if normalisation is not None else normalisation_of(history, commands, delta)
     tensors = [torch.from_numpy(((a - np.asarray(m)) / np.asarray(sd)).astype(np.float32)) for a, m, sd in (
         (history, norm.history_mean, norm.history_std), (commands, norm.command_mean, norm.command_std),
         (delta, norm.delta_mean, norm.delta_std))]
@@ -227,10 +230,13 @@ def _fit(arch: ArchConfig, history: np.ndarray, commands: np.ndarray, delta: np.
         return loss
 
     result = FitResult(module, norm, initial_validation_loss=evaluate())
-    inner = module.net if isinstance(module, MaskedHistory) else module
+    # a wrapper that transforms the inputs in the graph (sim_delta.network) exposes its inner net
+    inner = getattr(module, "net", module)
     if isinstance(inner, PerJointLinear):
-        mask = module.mask if isinstance(module, MaskedHistory) else 1.0
-        inner.fit_ridge(tensors[0][train_idx] * mask, tensors[1][train_idx], tensors[2][train_idx], ridge)
+        history_in, commands_in = tensors[0][train_idx], tensors[1][train_idx]
+        if inner is not module:
+            history_in, commands_in = cast(Any, module).transform(history_in, commands_in)
+        inner.fit_ridge(history_in, commands_in, tensors[2][train_idx], ridge)
         result.train_losses.append(float(objective(train_idx).item()))
         result.validation_losses.append(evaluate())
         module.eval()

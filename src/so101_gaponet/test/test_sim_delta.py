@@ -22,35 +22,14 @@ from so101_gaponet.sim_delta.features import command_windows, history_rows, hist
 from so101_gaponet.sim_delta.filter import SimDeltaFilter
 from so101_gaponet.sim_delta.recordings import Recording, split_heldout
 from so101_gaponet.sim_delta.rollout import replay
+from so101_gaponet.sim_delta.synthetic import known_delta, lagged_arm_recording
 from so101_gaponet.sim_delta.trainer import SimDeltaConfig, metadata_for, train_sim_delta
 from so101_gaponet.train import FitResult
-
-LAG = 3  # frames at 50 Hz
-OFFSET = np.array([0.0, 0.03, -0.02, 0.01, 0.0, 0.0])  # rad, a sag-like constant gap on three joints
-
-
-def _commands(seconds: float, seed: int) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    t = np.arange(int(seconds * 50)) / 50.0
-    centre = np.array([(j.lower + j.upper) / 2 for j in JOINTS])
-    signal = np.zeros((len(t), len(JOINTS)))
-    for _ in range(3):  # a few sines per joint, 0.1–0.8 Hz, ±0.25 rad in all
-        signal += rng.uniform(0.03, 0.08, len(JOINTS)) * np.sin(2 * np.pi * rng.uniform(0.1, 0.8, len(JOINTS)) * t[:, None]
-                                                               + rng.uniform(0, 2 * np.pi, len(JOINTS)))
-    return centre + signal
-
-
-def _synthetic_real(name: str, seconds: float, seed: int) -> Recording:
-    command = _commands(seconds, seed)
-    time = np.arange(len(command)) / 50.0
-    driven = np.vstack([np.repeat(command[:1], LAG, axis=0), command[:-LAG]]) + OFFSET
-    real = replay(Recording(name, time, driven, np.repeat(driven[:1], len(time), axis=0))).position
-    return Recording(name, time, command, real)
 
 
 @pytest.fixture(scope="module")
 def motions() -> tuple[list[Recording], Recording]:
-    return [_synthetic_real(f"train{i}", 20.0, i) for i in range(2)], _synthetic_real("unseen", 15.0, 7)
+    return [lagged_arm_recording(f"train{i}", 20.0, i) for i in range(2)], lagged_arm_recording("unseen", 15.0, 7)
 
 
 @pytest.mark.parametrize("arch", ["linear", "mlp"])
@@ -71,7 +50,7 @@ def test_training_recovers_a_known_lag_and_offset(motions, arch: str, tmp_path: 
     # and Δ itself is the known one (after the warm-up)
     recorder = SimDeltaFilter(model.delta, model.metadata, unseen.time, unseen.command)
     replay(unseen, recorder)
-    known = np.vstack([np.repeat(unseen.command[:1], LAG, axis=0), unseen.command[:-LAG]]) + OFFSET - unseen.command
+    known = known_delta(unseen.command)
     applied = np.array(recorder.deltas)
     frames = min(len(applied), len(known))
     assert np.sqrt(np.mean((applied[20:frames] - known[20:frames]) ** 2)) < 0.01

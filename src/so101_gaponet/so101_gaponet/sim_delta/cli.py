@@ -17,8 +17,11 @@ from pathlib import Path
 import numpy as np
 
 from so101_gaponet.metadata import MODEL_KINDS
+from so101_gaponet.sim_delta.evaluate import Evaluation
 
-__all__ = ["add_arguments", "run", "format_table"]
+__all__ = ["add_arguments", "run", "format_table", "SHIPPED_SIM_DELTA"]
+
+SHIPPED_SIM_DELTA = Path(__file__).resolve().parents[4] / "models" / "so101_sim_delta.onnx"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -34,7 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
 
 
-def format_table(name: str, evaluation) -> str:
+def format_table(name: str, evaluation: Evaluation) -> str:
     """Per-joint held-out RMSE table (rad, and % cut)."""
     lines = [f"{name}: position RMSE MuJoCo vs real on {len(evaluation.motions)} held-out motions",
              f"  {'joint':<15}{'nominal':>10}{'with Δ':>10}{'cut %':>8}"]
@@ -47,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
     from so101_gaponet.metadata import ModelFileError
     from so101_gaponet.model_file import load_model, save_onnx, save_torchscript
     from so101_gaponet.sim_delta.evaluate import evaluate
-    from so101_gaponet.sim_delta.recordings import RecordingError, load_recordings, split_heldout
+    from so101_gaponet.sim_delta.recordings import HELDOUT_RULE, RecordingError, load_recordings, split_heldout
     from so101_gaponet.sim_delta.trainer import SimDeltaConfig, train_sim_delta
 
     try:
@@ -65,11 +68,13 @@ def run(args: argparse.Namespace) -> int:
     archs = [args.arch] + ([k for k in MODEL_KINDS if k != args.arch] if args.compare else [])
     for arch in archs:
         result = train_sim_delta(train, SimDeltaConfig(arch=arch, seed=args.seed), progress=lambda m: print(f"  {m}"))
+        metadata = result.metadata.model_copy(update={"provenance": result.metadata.provenance | {
+            "heldout_motions": [r.name for r in heldout], "heldout_rule": HELDOUT_RULE}})
         out = args.out if arch == args.arch else args.out.with_name(f"{args.out.stem}_{arch}{args.out.suffix}")
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                (save_onnx if out.suffix == ".onnx" else save_torchscript)(result.fit.module, result.metadata, out)
+                (save_onnx if out.suffix == ".onnx" else save_torchscript)(result.fit.module, metadata, out)
             model = load_model(out, role="sim_delta")
         except ModelFileError as err:
             print(f"error: {err}")

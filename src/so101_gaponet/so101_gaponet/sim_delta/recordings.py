@@ -11,12 +11,13 @@ import numpy as np
 from so101_description.joints import JOINT_NAMES
 from so101_description.trajectory import JointTrajectory
 
-__all__ = ["Recording", "RecordingError", "load_recordings", "split_heldout", "HELDOUT_EVERY", "HELDOUT_OFFSET"]
+__all__ = ["Recording", "RecordingError", "load_recordings", "split_heldout", "HELDOUT_EVERY", "HELDOUT_OFFSET", "HELDOUT_RULE"]
 
 # Held-out rule (fixed before any result was seen): motion folders sorted by name, every fifth
 # one starting with the third (indices 2, 7, 12, ...) is validation, never trained or tuned on.
 HELDOUT_EVERY = 5
 HELDOUT_OFFSET = 2
+HELDOUT_RULE = f"motion folders sorted by name, index % {HELDOUT_EVERY} == {HELDOUT_OFFSET}"
 
 
 class RecordingError(ValueError):

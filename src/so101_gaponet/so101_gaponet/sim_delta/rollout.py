@@ -9,10 +9,14 @@ so it compares frame by frame with the real arm (:func:`position_rmse`).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from so101_gaponet.sim_delta.recordings import Recording
+
+if TYPE_CHECKING:
+    from so101_sim2real.mujoco_backend import CommandFilter
 
 __all__ = ["SimRun", "replay", "position_rmse", "CONTROL_RATE_HZ"]
 
@@ -27,7 +31,8 @@ class SimRun:
     velocity: np.ndarray  # (N, J) rad/s
 
 
-def replay(recording: Recording, command_filter=None, control_rate_hz: float = CONTROL_RATE_HZ) -> SimRun:
+def replay(recording: Recording, command_filter: CommandFilter | None = None,
+           control_rate_hz: float = CONTROL_RATE_HZ) -> SimRun:
     """MuJoCo's response to ``recording.command`` (``command_filter``: per-tick ``(t, a, q, q̇) -> a'``)."""
     from so101_sim2real.mujoco_backend import MujocoSim, MujocoSimConfig
 

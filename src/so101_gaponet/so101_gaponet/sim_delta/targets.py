@@ -11,12 +11,16 @@ the inverse command at the middle of that period (mean of the two ends). ``Δ* =
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import mujoco
 import numpy as np
 from scipy.signal import savgol_filter
 
 from so101_description.joints import JOINT_NAMES
+
+if TYPE_CHECKING:
+    from so101_sim2real.mujoco_backend import MujocoSim
 
 __all__ = ["SmoothedMotion", "smooth_motion", "inverse_commands"]
 
@@ -38,7 +42,7 @@ def smooth_motion(position: np.ndarray, dt: float, window: int = SMOOTHING_WINDO
                             for d in (0, 1, 2)))
 
 
-def inverse_commands(sim, motion: SmoothedMotion) -> np.ndarray:
+def inverse_commands(sim: MujocoSim, motion: SmoothedMotion) -> np.ndarray:
     """``(N, J)`` sim targets (rad) that make ``sim`` (a :class:`so101_sim2real.mujoco_backend.MujocoSim`) follow ``motion``."""
     model, data = sim.model, mujoco.MjData(sim.model)
     qpos = np.array([model.jnt_qposadr[model.joint(name).id] for name in JOINT_NAMES])

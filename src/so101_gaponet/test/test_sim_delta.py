@@ -7,6 +7,7 @@ third one it never saw.
 
 from __future__ import annotations
 
+import json
 import warnings
 from pathlib import Path
 
@@ -86,3 +87,28 @@ def test_heldout_rule_is_fixed_by_name_order() -> None:
     # sorted m00 m01 m03 m05 m07 m09 m11: every fifth from the third -> m03 only, whatever the input order
     assert [r.name for r in heldout] == ["m03"]
     assert [r.name for r in train] == ["m00", "m01", "m05", "m07", "m09", "m11"]
+
+
+def test_train_sim_delta_command_on_sage_folders(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from so101_bringup.cli import main as so101
+    from so101_description.trajectory import JointTrajectory
+    from so101_sim2real import sage
+
+    root = tmp_path / "output" / "real" / "so101" / "custom"
+    for index, name in enumerate(("a_motion", "b_motion", "c_motion")):  # sorted index 2 (c_motion) is held out
+        recording = lagged_arm_recording(name, 12.0, index)
+        command = JointTrajectory(recording.time, recording.command)
+        state = JointTrajectory(recording.time, recording.position, np.zeros_like(recording.position),
+                                np.zeros_like(recording.position))
+        sage.write_run(sage.run_from_trajectories(command, state, "real"), root / name)
+    out = tmp_path / "models" / "sd.onnx"
+    assert so101(["train-sim-delta", "--sage-real", str(root), "--out", str(out), "--arch", "linear"]) == 0
+    printed = capsys.readouterr().out
+    assert "held out: c_motion" in printed and "wrist_roll" in printed
+    meta = load_model(out, role="sim_delta").metadata
+    assert meta.provenance["motions"] == ["a_motion", "b_motion"] and meta.provenance["heldout_motions"] == ["c_motion"]
+    report = json.loads(out.with_suffix(".json").read_text())
+    cuts = {row["joint"]: row["cut_percent"] for row in report["linear"]["heldout"]}
+    assert min(cuts.values()) > 50.0, cuts  # the known lag and offset, learned from two motions, on the third
+    assert so101(["train-sim-delta", "--sage-real", str(tmp_path / "nowhere"), "--out", str(out)]) == 1
+    assert capsys.readouterr().out.startswith("error: ")

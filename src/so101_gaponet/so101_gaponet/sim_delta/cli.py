@@ -67,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
     cache: dict[str, np.ndarray] = {}
     archs = [args.arch] + ([k for k in MODEL_KINDS if k != args.arch] if args.compare else [])
     for arch in archs:
-        result = train_sim_delta(train, SimDeltaConfig(arch=arch, seed=args.seed), progress=lambda m: print(f"  {m}"))
+        result = train_sim_delta(train, SimDeltaConfig(arch=arch, seed=args.seed, progress=True), progress=lambda m: print(f"  {m}"))
         metadata = result.metadata.model_copy(update={"provenance": result.metadata.provenance | {
             "heldout_motions": [r.name for r in heldout], "heldout_rule": HELDOUT_RULE}})
         out = args.out if arch == args.arch else args.out.with_name(f"{args.out.stem}_{arch}{args.out.suffix}")
@@ -81,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
             return 1
         entry: dict[str, object] = {"train_seconds": round(result.seconds, 1), "log": result.log}
         if heldout:
-            evaluation = evaluate(heldout, model.delta, model.metadata, cache)
+            evaluation = evaluate(heldout, model.delta, model.metadata, cache, progress=True)
             print(format_table(arch, evaluation))
             entry["heldout"] = evaluation.rows()
             entry["per_motion"] = {name: {"nominal": np.round(n, 5).tolist(), "with_delta": np.round(d, 5).tolist()}

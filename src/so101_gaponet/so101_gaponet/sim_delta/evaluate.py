@@ -6,6 +6,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from tqdm import tqdm
 
 from so101_description.joints import JOINT_NAMES
 from so101_gaponet.metadata import GapModelMetadata
@@ -37,11 +38,12 @@ class Evaluation:
 
 
 def evaluate(recordings: Sequence[Recording], delta_fn: Callable[[np.ndarray, np.ndarray], np.ndarray],
-             metadata: GapModelMetadata, nominal_cache: dict[str, np.ndarray] | None = None) -> Evaluation:
+             metadata: GapModelMetadata, nominal_cache: dict[str, np.ndarray] | None = None,
+             progress: bool = False) -> Evaluation:
     """Replay every recording nominal and with the model's Δ (closed loop, the replay's filter)."""
     squares_nominal, squares_delta, frames = np.zeros(len(JOINT_NAMES)), np.zeros(len(JOINT_NAMES)), 0
     per_motion = {}
-    for recording in recordings:
+    for recording in tqdm(recordings, desc="held-out replays", unit="motion", disable=not progress):
         if nominal_cache is not None and recording.name in nominal_cache:
             nominal = nominal_cache[recording.name]
         else:

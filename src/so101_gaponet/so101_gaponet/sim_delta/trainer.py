@@ -66,6 +66,7 @@ class SimDeltaConfig:
     weight_decay: float = 1e-4
     ridge: float = 1e-4  # linear: ridge penalty (normalised units)
     seed: int = 0
+    progress: bool = False  # tqdm bar per fit (epochs)
     state_inputs: bool = False  # False: the network reads the command history only (see the package README)
     # DAgger label at a visited state: Δ*(t) + gain · (real − sim position), an expert that steers back
     # (measured stable in closed loop for gain 0.5; 1.0 rings at ~0.01 rad)
@@ -203,7 +204,7 @@ def train_sim_delta(recordings: Sequence[Recording], config: SimDeltaConfig,
 
     fit = fit_network(arch, data.history, data.commands, data.delta, epochs=config.fit_epochs, batch_size=config.batch_size,
                       learning_rate=config.learning_rate, weight_decay=config.weight_decay, seed=config.seed,
-                      ridge=config.ridge, normalisation=normalisation, module=network())
+                      ridge=config.ridge, normalisation=normalisation, module=network(), progress=config.progress)
     log.append(f"supervised fit: validation loss {fit.initial_validation_loss:.4f} -> {fit.validation_losses[-1]:.4f}")
     progress(log[-1])
     provenance: dict[str, object] = {}
@@ -216,6 +217,7 @@ def train_sim_delta(recordings: Sequence[Recording], config: SimDeltaConfig,
             fit = fit_network(arch, data.history, data.commands, data.delta, epochs=config.dagger_epochs,
                               batch_size=config.batch_size, learning_rate=config.learning_rate / 2,
                               weight_decay=config.weight_decay, seed=config.seed + iteration + 1, ridge=config.ridge,
+                              progress=config.progress,
                               normalisation=fit.normalisation,
                               module=network() if config.arch == "linear" else fit.module)
             log.append(f"DAgger {iteration + 1}: {len(data)} samples, validation loss {fit.validation_losses[-1]:.4f}")

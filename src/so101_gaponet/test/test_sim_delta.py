@@ -112,3 +112,35 @@ def test_train_sim_delta_command_on_sage_folders(tmp_path: Path, capsys: pytest.
     assert min(cuts.values()) > 50.0, cuts  # the known lag and offset, learned from two motions, on the third
     assert so101(["train-sim-delta", "--sage-real", str(tmp_path / "nowhere"), "--out", str(out)]) == 1
     assert capsys.readouterr().out.startswith("error: ")
+
+
+def test_dagger_labels_steer_back_to_the_real_run(motions) -> None:
+    from so101_gaponet.sim_delta.trainer import motion_targets, rollout_samples
+    from so101_sim2real.mujoco_backend import MujocoSim, MujocoSimConfig
+
+    recording = motions[1]
+    config = SimDeltaConfig(history=3, future_steps=2, state_inputs=True, dagger_gain=0.5)
+    targets = motion_targets(recording, MujocoSim(MujocoSimConfig(control_rate_hz=50.0)))
+    norm = Normalisation(history_mean=(0.0,) * 18, history_std=(1.0,) * 18, command_mean=(0.0,) * 6,
+                         command_std=(1.0,) * 6, delta_mean=(0.0,) * 6, delta_std=(1.0,) * 6)
+    arch = ArchConfig(kind="linear", joints=6, history=3, features=3, future_steps=2)
+    meta = metadata_for(FitResult(None, norm), arch, config, (0.1,) * 6, {})  # type: ignore[arg-type]
+    samples = rollout_samples(recording, lambda history, commands: np.zeros(6), meta, targets, config)
+    nominal = replay(recording).position  # Δ = 0: the states visited are the nominal replay's
+    expected = targets[2] + 0.5 * (recording.position - nominal)
+    np.testing.assert_allclose(samples.delta, expected[::config.sample_stride], atol=1e-9)
+    np.testing.assert_allclose(samples.history[:, -1, :6], nominal[::config.sample_stride], atol=1e-9)
+
+
+def test_state_fed_training_with_dagger_runs_and_recovers_the_gap(motions, tmp_path: Path) -> None:
+    train, unseen = motions
+    config = SimDeltaConfig(arch="linear", history=6, future_steps=2, sample_stride=1, state_inputs=True,
+                            dagger_iterations=1)
+    result = train_sim_delta(train, config)
+    assert any(line.startswith("DAgger 1:") for line in result.log)
+    assert "1 DAgger rounds" in result.metadata.provenance["objective"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = load_model(save_onnx(result.fit.module, result.metadata, tmp_path / "sd.onnx"), role="sim_delta")
+    evaluation = evaluate([unseen], model.delta, model.metadata)
+    assert np.all(evaluation.cut_percent > 50.0), evaluation.rows()

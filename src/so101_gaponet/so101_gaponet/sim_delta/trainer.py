@@ -207,12 +207,11 @@ def train_sim_delta(recordings: Sequence[Recording], config: SimDeltaConfig,
                       ridge=config.ridge, normalisation=normalisation, module=network(), progress=config.progress)
     log.append(f"supervised fit: validation loss {fit.initial_validation_loss:.4f} -> {fit.validation_losses[-1]:.4f}")
     progress(log[-1])
-    provenance: dict[str, object] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for iteration in range(config.dagger_rounds):
-            delta_fn = _onnx_delta(fit, metadata_for(fit, arch, config, bounds, provenance), Path(tmp))
-            visited = [rollout_samples(r, delta_fn, metadata_for(fit, arch, config, bounds, provenance), t, config)
-                       for r, t in zip(recordings, targets, strict=True)]
+            current = metadata_for(fit, arch, config, bounds, {})
+            delta_fn = _onnx_delta(fit, current, Path(tmp))
+            visited = [rollout_samples(r, delta_fn, current, t, config) for r, t in zip(recordings, targets, strict=True)]
             data = Samples.concat([data, *visited])
             fit = fit_network(arch, data.history, data.commands, data.delta, epochs=config.dagger_epochs,
                               batch_size=config.batch_size, learning_rate=config.learning_rate / 2,
@@ -226,8 +225,10 @@ def train_sim_delta(recordings: Sequence[Recording], config: SimDeltaConfig,
     provenance = {
         "motions": [r.name for r in recordings], "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "git_rev": git_revision(), "samples": len(data), "seed": config.seed, "train_seconds": round(seconds, 1),
-        "objective": "delta* = u* - a, u* from mj_inverse on the smoothed real trajectory; DAgger on closed-loop MuJoCo replays",
+        "objective": "delta* = u* - a, u* from mj_inverse on the smoothed real trajectory"
+                     + (f"; {config.dagger_rounds} DAgger rounds on closed-loop MuJoCo replays" if config.dagger_rounds else ""),
         "relative_command_scale_rad": [round(float(v), 5) for v in scale], "state_inputs": config.state_inputs,
-        "epochs": config.fit_epochs, "sample_stride": config.sample_stride, "dagger_iterations": config.dagger_rounds, "dagger_epochs": config.dagger_epochs,
+        "epochs": config.fit_epochs, "sample_stride": config.sample_stride, "dagger_iterations": config.dagger_rounds,
+        "dagger_epochs": config.dagger_epochs,
     }
     return SimDeltaResult(fit, metadata_for(fit, arch, config, bounds, provenance), seconds, log)

@@ -25,6 +25,7 @@ BENCH_MODULES: tuple[str, ...] = (
     "so101_policy.bench",
     "so101_recorder.bench",
     "so101_sim2real.bench",
+    "so101_sim2real.sim_delta.bench",
     "so101_fleet.bench",
     "so101_bringup.bench_chain",
 )

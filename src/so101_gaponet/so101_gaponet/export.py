@@ -29,10 +29,10 @@ def train_and_export(datasets: list[Path], out: Path, file_format: str, **settin
     meta = result.metadata
     rng = np.random.default_rng(0)
     history = rng.standard_normal((8, meta.history, meta.history_columns)).astype(np.float32)
-    target = rng.standard_normal((8, meta.num_joints)).astype(np.float32)
+    commands = rng.standard_normal((8, meta.future_steps, meta.num_joints)).astype(np.float32)
     with torch.no_grad():
-        expected = result.module(torch.from_numpy(history), torch.from_numpy(target)).numpy()
-    got = np.vstack([model.run_normalised(history[i:i + 1], target[i:i + 1]) for i in range(len(history))])
+        expected = result.module(torch.from_numpy(history), torch.from_numpy(commands)).numpy()
+    got = np.vstack([model.run_normalised(history[i:i + 1], commands[i:i + 1]) for i in range(len(history))])
     error = float(np.max(np.abs(got - expected)))
     if error > 1e-4:
         raise RuntimeError(f"exported model differs from the trained one by {error:.2e}")

@@ -13,7 +13,8 @@ TORCHSCRIPT_SUFFIXES = (".pt", ".pth", ".ts")  # any other suffix gets ONNX, the
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dataset", action="append", required=True, type=Path, help="paired dataset folder (repeatable)")
-    parser.add_argument("--arch", choices=("deeponet", "mlp"), default="deeponet", help="network (default deeponet)")
+    parser.add_argument("--arch", choices=("deeponet", "transformer", "mlp", "linear"), default="deeponet",
+                        help="network (default deeponet)")
     parser.add_argument("--history", type=int, default=4, help="history rows the model reads (default 4)")
     parser.add_argument("--horizon", type=int, default=5,
                         help="steps over which the target trajectory is reached, ≈ the arm's lag in steps (default 5)")

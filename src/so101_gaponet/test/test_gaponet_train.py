@@ -50,7 +50,7 @@ def test_cli_trains_a_model_that_learns_the_known_inverse(lag_dataset: Path, tmp
     # Fresh episodes of the same arm: the learned Δ matches the closed-form inverse and leads the motion.
     fresh = PairedDataset.load(make_dataset(tmp_path / "fresh", profile="lag", episodes=1, seconds=8.0, seed=99))
     history, target, known = build_samples(fresh, history=2, horizon=1)
-    learned = np.array([model.delta(h, y) for h, y in zip(history, target, strict=True)])
+    learned = np.array([model.delta(h, y[None]) for h, y in zip(history, target, strict=True)])
     r2 = 1 - np.sum((learned - known) ** 2) / np.sum((known - known.mean(axis=0)) ** 2)
     assert r2 > 0.9, r2
     moving = np.abs(known) > 0.02
@@ -82,7 +82,7 @@ def test_compensated_arm_tracks_better(tmp_path: Path, lag_dataset: Path) -> Non
 
 def test_training_refuses_bad_settings_and_data(tmp_path: Path) -> None:
     with pytest.raises(TrainingError, match="unknown arch"):
-        TrainConfig(arch="transformer")
+        TrainConfig(arch="resnet")
     args = argparse.Namespace(dataset=[tmp_path / "nowhere"], arch="mlp", history=2, horizon=1, epochs=1, hidden=8,
                               seed=0, delta_bound=None, delta_slew=None, delta_smoothing=0.0, delta_l2=0.05,
                               out=tmp_path / "x.onnx", format=None)

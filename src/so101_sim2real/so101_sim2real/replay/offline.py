@@ -20,17 +20,28 @@ from so101_sim2real.replay.mujoco_backend import CommandFilter, MujocoSim, Mujoc
 __all__ = ["delta_filter", "replay_in_mujoco"]
 
 
-def delta_filter(model_path: Path, control_rate_hz: float | None) -> tuple[CommandFilter, float]:
-    """A closed-loop command filter ``target + Δ`` from a GapONet model, and the control rate it runs at."""
-    from so101_gaponet.compensator import Compensator, CompensatorConfig
+def delta_filter(model_path: Path, control_rate_hz: float | None,
+                 command: JointTrajectory) -> tuple[CommandFilter, float]:
+    """A closed-loop command filter ``target + Δ`` from a GapONet model, and the control rate it runs at.
+
+    A ``sim_delta`` model (ASAP's delta action) reads the simulated state and the command stream,
+    current and upcoming; a ``compensator`` model runs through the deploy-side compensator core
+    (what the sim does with the compensator in front of it).
+    """
+    from so101_gaponet.compensator import Compensator, CompensatorConfig, CompensatorError
     from so101_gaponet.metadata import ModelFileError
     from so101_gaponet.model_file import load_model
+    from so101_sim2real.sim_delta.filter import SimDeltaFilter
 
     try:
         model = load_model(model_path, joints=JOINT_NAMES, rate_hz=control_rate_hz)
-    except (ModelFileError, OSError) as err:
+        if model.metadata.role == "sim_delta":
+            ordered = command.reordered(JOINT_NAMES)
+            return (SimDeltaFilter(model.delta, model.metadata, ordered.time, ordered.position),
+                    float(model.metadata.rate_hz))
+        compensator = Compensator(CompensatorConfig(joints=JOINT_NAMES), model)
+    except (ModelFileError, CompensatorError, OSError) as err:
         raise ReplayError(f"cannot load delta model {model_path}: {err}") from err
-    compensator = Compensator(CompensatorConfig(joints=JOINT_NAMES), model)
 
     def apply(time: float, target: np.ndarray, position: np.ndarray, velocity: np.ndarray) -> np.ndarray:
         compensator.update_measured(position, velocity, stamp=time)
@@ -50,7 +61,7 @@ def replay_in_mujoco(source: ReplaySource, physics_dt: float = MujocoSimConfig.p
     command_filter: CommandFilter | None = None
     control_rate = control_rate_hz
     if delta_model is not None:
-        command_filter, control_rate = delta_filter(delta_model, control_rate)
+        command_filter, control_rate = delta_filter(delta_model, control_rate, source.command)
     defaults = MujocoSimConfig()
     config = MujocoSimConfig(physics_dt=physics_dt, control_rate_hz=control_rate,
                              kp=defaults.kp if kp is None else kp, kd=defaults.kd if kd is None else kd)

@@ -9,10 +9,10 @@ ENV_DEPS := scripts/bootstrap_env.sh requirements/constraints.txt requirements/l
 
 help:
 	@echo "make env     create/update the pinned environment in $(VENV)"
-	@echo "make test    environment + lint + every test (what CI runs)"
+	@echo "make test    environment + lint + type check + every test (what CI runs)"
 	@echo "make demo    the main job on the embedded default (virtual SO-101 + MuJoCo)"
 	@echo "make bench   control-path benchmarks as JSON lines"
-	@echo "make lint    ruff over the whole tree"
+	@echo "make lint    ruff and mypy over the whole tree"
 
 $(STAMP): $(ENV_DEPS)
 	VENV=$(VENV) bash scripts/bootstrap_env.sh
@@ -31,6 +31,7 @@ bench: $(STAMP)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
+	VENV=$(VENV) bash scripts/with_env.sh bash scripts/run_mypy.sh
 
 colcon-build: $(STAMP)
 	VENV=$(VENV) bash scripts/with_env.sh colcon build --base-paths src --build-base build --install-base install

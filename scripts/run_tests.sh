@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Lint, then every test of every package and of the whole workspace (what `make test` and CI run).
+# Lint, type-check, then every test of every package and of the whole workspace (what `make test` and CI run).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 VENV=${VENV:-.venv}
@@ -7,6 +7,9 @@ run() { bash scripts/with_env.sh "$@"; }
 
 echo "== ruff"
 run ruff check . || exit 1
+
+echo "== mypy"
+run bash scripts/run_mypy.sh || exit 1
 
 echo "== pytest"
 run python -m pytest "$@"

@@ -1,81 +1,54 @@
-"""The in-process composition (``so101_bringup.composition``) against the launch files and a live arm.
+"""The in-process composition (``so101_bringup.composition``): the graph data's in-process nodes, live.
 
-Static: the packages, YAML files and remappings of ``deploy_graph``/``teleop_graph`` agree with what
-``launch/deploy.launch.py`` and ``launch/teleop.launch.py`` start (parsed with ``ast``; ``launch``
-itself is not installed). Live: ``deploy_graph(compensation=False)`` runs in this process against the
-virtual SO-101 in a child process, this test plays the policy, and the graph stops cleanly.
+Static: for every combination of the arguments that conditions test, ``deploy_graph``/``teleop_graph``
+start exactly the nodes with an rclpy class that the launch file starts (launch evaluated with the fake
+``launch`` modules), with the same parameter files, overrides and remappings. Live:
+``deploy_graph(compensation=False)`` runs in this process against the virtual SO-101 in a child process,
+this test plays the policy, and the graph stops cleanly.
 """
 
 from __future__ import annotations
 
-import ast
+import runpy
 from collections.abc import Iterator
-from pathlib import Path
 
+import fake_launch
 import pytest
 import test_deploy_chain as deploy
+from test_launch_files import ROOT, _share
 
-from so101_bringup.composition import ComposedGraph, GraphOptions, NodeSpec, deploy_graph, teleop_graph
+from so101_bringup.composition import ComposedGraph, GraphOptions, deploy_graph, teleop_graph
+from so101_bringup.graphs import DEPLOY, TELEOP
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def _launch_nodes(name: str) -> list[dict[str, object]]:
-    """Workspace nodes of a launch file: package, YAML files, remappings, condition text."""
-    source = (ROOT / "launch" / name).read_text()
-    nodes = []
-    for call in ast.walk(ast.parse(source)):
-        if not (isinstance(call, ast.Call) and getattr(call.func, "id", None) == "Node"):
-            continue
-        kw = {k.arg: k.value for k in call.keywords}
-        package = kw["package"].value if isinstance(kw.get("package"), ast.Constant) else None
-        if package is None or not package.startswith("so101_"):
-            continue
-        yamls = sorted(c.value for c in ast.walk(kw.get("parameters", ast.List(elts=[])))
-                       if isinstance(c, ast.Constant) and str(c.value).endswith(".yaml"))
-        if isinstance(kw.get("parameters"), ast.Name):  # safety_params = [os.path.join(CONFIG, "safety.yaml")]
-            yamls = ["safety.yaml"]
-        remaps = {}
-        if isinstance(kw.get("remappings"), ast.List):
-            remaps = {t.elts[0].value: t.elts[1].value for t in kw["remappings"].elts}
-        condition = ast.unparse(kw["condition"]) if "condition" in kw else ""
-        nodes.append({"package": package, "yamls": yamls, "remaps": remaps, "condition": condition})
-    return nodes
+FACTORY_PACKAGES = {"so101_driver", "so101_safety", "so101_gaponet", "so101_policy", "so101_recorder", "so101_bringup"}
 
 
-def _spec_view(spec: NodeSpec) -> tuple[str, list[str], dict[str, str]]:
-    return spec.factory.split(".")[0], [spec.params_file] if spec.params_file else [], dict(spec.remaps)
+def _launched_in_process_nodes(name: str, arguments: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> list[tuple]:
+    fake_launch.install(monkeypatch)
+    description = runpy.run_path(str(ROOT / "launch" / f"{name}.launch.py"))["generate_launch_description"]()
+    return sorted((s[1], s[3], s[5], sorted(s[6].items()), s[7]) for s in fake_launch.evaluate(description, arguments, _share)
+                  if s[0] == "node" and s[1] in FACTORY_PACKAGES)
 
 
-def _launch_view(node: dict[str, object]) -> tuple[str, list[str], dict[str, str]]:
-    return node["package"], node["yamls"], node["remaps"]  # type: ignore[return-value]
-
-
-def _applies(node: dict[str, object], compensation: bool, record: bool) -> bool:
-    condition = str(node["condition"])
-    if "compensation" in condition:
-        return compensation == condition.startswith("IfCondition")
-    if "record" in condition:
-        return record
-    return True
+def _composed(specs: list) -> list[tuple]:
+    return sorted((s.factory.split(".")[0], s.name, (s.params_file,) if s.params_file else (),
+                   sorted(s.overrides.items()), tuple(s.remaps.items())) for s in specs)
 
 
 @pytest.mark.parametrize("compensation", [True, False])
 @pytest.mark.parametrize("record", [True, False])
-def test_deploy_graph_matches_deploy_launch(compensation: bool, record: bool) -> None:
-    launch = [_launch_view(n) for n in _launch_nodes("deploy.launch.py") if _applies(n, compensation, record)]
-    launch.insert(0, ("so101_driver", ["driver.yaml"], {}))  # robot.launch.py, included
-    specs = deploy_graph(GraphOptions(port="/dev/null", compensation=compensation, command_source="policy",
-                                      record=record))
-    assert sorted(map(str, map(_spec_view, specs))) == sorted(map(str, launch))
+@pytest.mark.parametrize("source", ["policy", "motion"])
+def test_deploy_graph_matches_deploy_launch(compensation: bool, record: bool, source: str,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    opts = GraphOptions(port="/dev/null", calibration_file="/c.json", compensation=compensation,
+                        command_source=source, record=record, policy_path="/p.onnx", motion="wave")
+    assert _composed(deploy_graph(opts)) == _launched_in_process_nodes("deploy", opts.arguments(DEPLOY), monkeypatch)
 
 
 @pytest.mark.parametrize("record", [True, False])
-def test_teleop_graph_matches_teleop_launch(record: bool) -> None:
-    launch = [_launch_view(n) for n in _launch_nodes("teleop.launch.py") if _applies(n, True, record)]
-    launch.insert(0, ("so101_driver", ["driver.yaml"], {}))
-    specs = teleop_graph(GraphOptions(port="/dev/null", leader_port="/dev/null", record=record))
-    assert sorted(map(str, map(_spec_view, specs))) == sorted(map(str, launch))
+def test_teleop_graph_matches_teleop_launch(record: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    opts = GraphOptions(port="/dev/null", leader_port="/dev/zero", record=record, task="pick")
+    assert _composed(teleop_graph(opts)) == _launched_in_process_nodes("teleop", opts.arguments(TELEOP), monkeypatch)
 
 
 @pytest.fixture(scope="module")

@@ -24,7 +24,7 @@ from rclpy.executors import SingleThreadedExecutor
 from sensor_msgs.msg import JointState
 from std_srvs.srv import Trigger
 
-from so101_description.joints import JOINT_NAMES, JOINTS, reorder
+from so101_common.joints import JOINT_NAMES, JOINTS, reorder
 from so101_gaponet.model_file import load_model
 from so101_testing import NodeProcess, wait_for
 
@@ -43,21 +43,21 @@ MOTION_TIMEOUT = 30.0  # s: a move of ~1 rad at ≤ 3 rad/s takes about a second
 
 
 class PolicyProbe:
-    """The policy's seat in the graph: streams a target, records what the graph publishes."""
+    """The policy's seat in the graph (under ``namespace``): streams a target, records what the graph publishes."""
 
-    def __init__(self) -> None:
+    def __init__(self, namespace: str = "") -> None:
         self.context = Context()
         rclpy.init(context=self.context)
-        self.node = rclpy.create_node("policy_probe", context=self.context)
+        self.node = rclpy.create_node("policy_probe", namespace=namespace, context=self.context)
         self.lock = threading.Lock()
         self.target: list[float] | None = None  # None = a stalled policy: nothing published
         self.measured: list[float] | None = None
         self.commands: list[list[float]] = []  # every /joint_command (safety output), JOINT_NAMES order
         self.safety_status: dict[str, str] = {}  # latest safety /diagnostics values + "message", "level"
-        self._pub = self.node.create_publisher(JointState, "/policy/joint_command", 10)
+        self._pub = self.node.create_publisher(JointState, "policy/joint_command", 10)
         self.node.create_timer(1.0 / POLICY_RATE_HZ, self._publish)
-        self.node.create_subscription(JointState, "/joint_states", self._on_state, 10)
-        self.node.create_subscription(JointState, "/joint_command", self._on_command, 10)
+        self.node.create_subscription(JointState, "joint_states", self._on_state, 10)
+        self.node.create_subscription(JointState, "joint_command", self._on_command, 10)
         self.node.create_subscription(DiagnosticArray, "/diagnostics", self._on_diagnostics, 50)
         self.executor = SingleThreadedExecutor(context=self.context)
         self.executor.add_node(self.node)

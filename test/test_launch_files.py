@@ -1,86 +1,116 @@
-"""The launch files cannot run here (no `launch`/`launch_ros`), so check what they refer to:
-every workspace executable exists as a console script, every config file exists and is a
-``/**: ros__parameters:`` YAML, and every ``so101`` subcommand they start exists.
+"""The launch files against the graph data they are derived from (``so101_bringup.graphs``).
+
+``launch``/``launch_ros`` are not installed here, so each ``launch/*.launch.py`` runs against a fake of
+those modules built from their upstream definitions (``fake_launch``): the test records what the launch
+description constructs, performs its substitutions and conditions for every combination of the
+arguments that conditions test, and checks the result equals the graph resolved for the same arguments
+(nodes, executables, node names, parameter files, parameter overrides, remappings, processes). The
+graph data itself is checked against the workspace: every executable is a console script, every
+parameter file a ``/**: ros__parameters:`` YAML, every ``so101`` subcommand exists.
 """
 
 from __future__ import annotations
 
 import ast
+import itertools
+import runpy
 from pathlib import Path
 
+import fake_launch
 import pytest
 import yaml
 
 from so101_bringup.cli import SUBCOMMANDS
+from so101_bringup.graphs import GRAPHS, Graph, NodeDecl, ProcessDecl, ResolvedNode, resolve
+from so101_description.paths import package_dir
 
 ROOT = Path(__file__).resolve().parents[1]
-LAUNCH_FILES = sorted((ROOT / "launch").glob("*.launch.py"))
 EXTERNAL_PACKAGES = {"robot_state_publisher", "rviz2", "tf2_ros"}
+
+
+def _share(package: str) -> str:
+    """Share folders as this checkout holds them (so101_bringup: the root; so101_description: its package)."""
+    return {"so101_bringup": str(ROOT), "so101_description": str(package_dir())}.get(package, f"/share/{package}")
+
+
+def _combinations(graph: Graph) -> list[dict[str, str]]:
+    tested = sorted({a.when.arg for a in graph.actions if a.when is not None})
+    choices = [graph.arg(name).choices or (str(graph.arg(name).default),) for name in tested]
+    return [dict(zip(tested, values, strict=True)) for values in itertools.product(*choices)]
+
+
+def _expected(graph: Graph, arguments: dict[str, str]) -> list[tuple]:
+    started: list[tuple] = []
+    for action in resolve(graph, arguments, _share):
+        if isinstance(action, ResolvedNode):
+            files = (action.params_file,) if action.params_file else ()
+            started.append(("node", action.package, action.executable, action.name, action.namespace, files,
+                            action.overrides, action.remaps, action.arguments))
+        else:
+            started.append(("process", action.cmd))
+    return started
+
+
+def _launch(graph: Graph, monkeypatch: pytest.MonkeyPatch) -> object:
+    fake_launch.install(monkeypatch)
+    module = runpy.run_path(str(ROOT / "launch" / f"{graph.name}.launch.py"))
+    return module["generate_launch_description"]()
+
+
+def test_every_launch_file_is_a_graph() -> None:
+    assert {p.name.removesuffix(".launch.py") for p in (ROOT / "launch").glob("*.launch.py")} == set(GRAPHS)
+
+
+@pytest.mark.parametrize("graph", GRAPHS.values(), ids=lambda g: g.name)
+def test_launch_file_starts_what_the_graph_says(graph: Graph, monkeypatch: pytest.MonkeyPatch) -> None:
+    description = _launch(graph, monkeypatch)
+    combinations = _combinations(graph)
+    assert len(combinations) >= 1
+    for arguments in combinations:
+        started = fake_launch.evaluate(description, arguments, _share)
+        assert started == _expected(graph, arguments), arguments
+
+
+def test_deploy_overrides_and_remappings_reach_the_launch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Known answers for one case: the values a user gives on the command line arrive in the nodes."""
+    description = _launch(GRAPHS["deploy"], monkeypatch)
+    started = fake_launch.evaluate(description, {"hardware": "real", "port": "/dev/ttyACM0", "compensation": "false",
+                                                 "policy_path": "/p/model.onnx", "record": "true",
+                                                 "calibration_file": "/c.json"}, _share)
+    nodes = {s[2]: s for s in started if s[0] == "node"}
+    assert [s for s in started if s[0] == "process"] == []  # real hardware: no virtual bus
+    assert set(nodes) == {"driver", "robot_state_publisher", "policy", "safety_filter", "recorder"}
+    assert nodes["driver"][6]["port"] == "/dev/ttyACM0" and nodes["driver"][6]["calibration_file"] == "/c.json"
+    assert nodes["driver"][5] == (str(ROOT / "config" / "driver.yaml"),)
+    assert nodes["policy"][6] == {"policy_path": "/p/model.onnx"}
+    assert nodes["safety_filter"][7] == (("input", "policy/joint_command"), ("output", "joint_command"))
+    assert nodes["recorder"][6]["task"] == "deploy"
+
+
+def test_launch_conditions_use_no_deprecated_class() -> None:
+    source = (ROOT / "src" / "so101_bringup" / "so101_bringup" / "launch_graph.py").read_text()
+    assert "LaunchConfigurationEquals" not in {n.id for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Name)}
 
 
 def _console_scripts(package: str) -> set[str]:
     tree = ast.parse((ROOT / "src" / package / "setup.py").read_text())
-    scripts: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Constant) and isinstance(node.value, str) and " = " in node.value:
-            scripts.add(node.value.split(" = ")[0].strip())
-    return scripts
+    return {node.value.split(" = ")[0].strip() for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and " = " in node.value}
 
 
-def _calls(tree: ast.AST, name: str) -> list[ast.Call]:
-    def called(func: ast.expr) -> str | None:
-        return func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
-
-    return [n for n in ast.walk(tree) if isinstance(n, ast.Call) and called(n.func) == name]
-
-
-def _keyword(call: ast.Call, key: str) -> object:
-    for kw in call.keywords:
-        if kw.arg == key and isinstance(kw.value, ast.Constant):
-            return kw.value.value
-    return None
-
-
-def test_launch_files_exist() -> None:
-    names = {p.name for p in LAUNCH_FILES}
-    assert {"robot.launch.py", "teleop.launch.py", "deploy.launch.py", "monitor.launch.py"} <= names
-
-
-@pytest.mark.parametrize("launch_file", LAUNCH_FILES, ids=lambda p: p.name)
-def test_nodes_name_real_executables(launch_file: Path) -> None:
-    tree = ast.parse(launch_file.read_text())
-    nodes = _calls(tree, "Node")
-    assert nodes, "a launch file without nodes"
-    for call in nodes:
-        package, executable = _keyword(call, "package"), _keyword(call, "executable")
-        if package in EXTERNAL_PACKAGES:
+@pytest.mark.parametrize("graph", GRAPHS.values(), ids=lambda g: g.name)
+def test_graph_nodes_name_real_executables_and_parameter_files(graph: Graph) -> None:
+    for action in graph.actions:
+        if isinstance(action, ProcessDecl):
+            words = [w for w in action.cmd if isinstance(w, str)]
+            assert words[0] == "so101" and words[1] in {c.name for c in SUBCOMMANDS}
             continue
-        assert (ROOT / "src" / str(package)).is_dir(), f"{launch_file.name}: unknown package {package}"
-        assert executable in _console_scripts(str(package)), f"{launch_file.name}: {package} has no {executable}"
-
-
-@pytest.mark.parametrize("launch_file", LAUNCH_FILES, ids=lambda p: p.name)
-def test_config_files_are_ros_parameter_yaml(launch_file: Path) -> None:
-    referenced = 0
-    for call in _calls(ast.parse(launch_file.read_text()), "join"):
-        # os.path.join(CONFIG, "<file>.yaml"), CONFIG being the launch file's path to config/
-        first, last = (call.args[0], call.args[-1]) if len(call.args) == 2 else (None, None)
-        if isinstance(first, ast.Name) and first.id == "CONFIG" and isinstance(last, ast.Constant):
-            path = ROOT / "config" / str(last.value)
-            assert path.is_file(), f"{launch_file.name} needs {path}"
-            document = yaml.safe_load(path.read_text())
-            assert "ros__parameters" in document["/**"], f"{path} is not in the /**: ros__parameters: layout"
-            referenced += 1
-    if _calls(ast.parse(launch_file.read_text()), "Node") and launch_file.name != "monitor.launch.py":
-        assert referenced, f"{launch_file.name} passes no YAML parameters"
-
-
-@pytest.mark.parametrize("launch_file", LAUNCH_FILES, ids=lambda p: p.name)
-def test_so101_subcommands_exist(launch_file: Path) -> None:
-    known = {c.name for c in SUBCOMMANDS}
-    for call in _calls(ast.parse(launch_file.read_text()), "ExecuteProcess"):
-        for kw in call.keywords:
-            if kw.arg == "cmd" and isinstance(kw.value, ast.List):
-                words = [e.value for e in kw.value.elts if isinstance(e, ast.Constant)]
-                if words and words[0] == "so101":
-                    assert words[1] in known
+        assert isinstance(action, NodeDecl)
+        if action.package in EXTERNAL_PACKAGES:
+            assert action.factory is None
+            continue
+        assert action.executable in _console_scripts(action.package), f"{action.package} has no {action.executable}"
+        assert action.factory is not None and action.factory.split(".")[0] == action.package
+        if action.params_file:
+            document = yaml.safe_load((ROOT / "config" / action.params_file).read_text())
+            assert "ros__parameters" in document["/**"], f"{action.params_file}: not /**: ros__parameters:"

@@ -19,7 +19,7 @@ from rclpy.executors import SingleThreadedExecutor
 from sensor_msgs.msg import JointState
 
 from so101_bringup.composition import ComposedGraph, GraphOptions, teleop_graph
-from so101_description.joints import JOINT_NAMES, reorder
+from so101_common.joints import JOINT_NAMES, reorder
 from so101_testing import NodeProcess, wait_for
 
 STARTUP_TIMEOUT = 90.0  # s: several interpreters importing rclpy/mujoco on a loaded 2-core machine
@@ -101,7 +101,11 @@ def test_follower_tracks_the_leader(teleop: Watcher) -> None:
         return len(leader) > 50 and float(np.ptp(leader, axis=0).max()) > 0.2
 
     assert wait_for(leader_moved, timeout=STARTUP_TIMEOUT), "the virtual leader never moved"
-    time.sleep(4.0)
+    # ... then until the follower's joint states cover another 4 s (a window of data, not a fixed sleep)
+    mark = teleop.series("follower")[0]
+    since = float(mark[-1]) if len(mark) else 0.0
+    assert wait_for(lambda: len(t := teleop.series("follower")[0]) > 0 and float(t[-1]) - since >= 4.0,
+                    timeout=STARTUP_TIMEOUT), "the follower stopped publishing"
     t_leader, leader = teleop.series("leader")
     t_follower, follower = teleop.series("follower")
     assert len(follower) > 50, "no follower joint states"

@@ -19,7 +19,7 @@ setup(
     ],
     install_requires=["setuptools"],
     zip_safe=False,
-    description="SO-101 joint specification, URDF, MJCF, meshes and RViz configuration.",
+    description="SO-101 URDF, MJCF, meshes and RViz configuration (following the joint spec of so101_common).",
     license="Apache-2.0",
     extras_require={"test": ["pytest"]},
     entry_points={

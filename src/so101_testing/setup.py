@@ -12,7 +12,7 @@ setup(
     ],
     install_requires=["setuptools"],
     zip_safe=False,
-    description="Test and benchmark helpers shared by the workspace: private loopback DDS environment, node processes, waits.",
+    description="Test helpers shared by the workspace: private loopback DDS environment, node processes, waits.",
     license="Apache-2.0",
     extras_require={"test": ["pytest"]},
     entry_points={

@@ -1,1 +1,1 @@
-"""The so101 command line, in-process composition of the SO-101 graph, demo and benchmarks."""
+"""The so101 command line, the SO-101 graphs (launch files and in-process composition), demo and benchmarks."""

@@ -1,7 +1,7 @@
 """``so101 bench``: every package's control-path benchmarks, printed as JSON lines.
 
 Each line is ``{"name", "value", "unit", "baseline", "baseline_name", "ratio", ...}`` where the
-baseline is measured in the same run (see :mod:`so101_testing.bench`).
+baseline is measured in the same run (see :mod:`so101_common.bench`).
 """
 
 from __future__ import annotations
@@ -19,20 +19,22 @@ LOG = logging.getLogger(__name__)
 
 # Package benchmark modules, each exposing benchmarks() -> Iterator[BenchResult].
 BENCH_MODULES: tuple[str, ...] = (
-    "so101_driver.bench",
     "so101_virtual.bench",
+    "so101_virtual.sysid.bench",
     "so101_safety.bench",
     "so101_gaponet.bench",
     "so101_policy.bench",
     "so101_recorder.bench",
     "so101_sim2real.bench",
+    "so101_sim2real.sim_delta.bench",
+    "so101_fleet.bench",
     "so101_bringup.bench_chain",
 )
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--only", nargs="*", default=None, metavar="MODULE",
-                        help="run only these benchmark modules (e.g. so101_driver.bench)")
+                        help="run only these benchmark modules (e.g. so101_virtual.bench)")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -1,13 +1,15 @@
 """Chain overhead: policy output → driver write, through the in-process composition.
 
 The compensator (shipped model) and the safety filter run as composed by ``deploy_graph``; a probe
-node plays both ends — it publishes ``/policy/joint_command`` and a steady ``/joint_states``, and
-watches ``/joint_command``, which is what the driver writes. Each sample is a tiny step on one joint
-(small enough to pass the safety filter's velocity and acceleration bounds within one tick); the
-latency is the time from publishing it to the first ``/joint_command`` that shows it. The baseline,
-measured in the same run and process, is the same probe through two bare relay nodes (the hop count
-of compensator + safety). The safety filter publishes on its own timer (``rate_hz``, 100 Hz), so
-the chain's figure includes up to one tick of waiting: about half a period on average.
+node plays both ends — it publishes ``policy/joint_command`` as a policy does (a steady stream, one
+message per ``_PERIOD``) and a steady ``joint_states``, and watches ``joint_command``, which is what the
+driver writes. Each sample is a tiny step on one joint, sent on the stream's beat (small enough to pass
+the safety filter's velocity and acceleration bounds over one period: the bounds use the real time
+since the previous output, so a step squeezed in right after another message could only move a
+little); the latency is the time from publishing it to the first ``joint_command`` that shows it. The
+baseline, measured in the same run and process, is the same probe through two bare relay nodes (the
+hop count of compensator + safety). The safety filter forwards each command when it arrives, so the
+chain's figure is the two hops plus the compensator's and the filter's computation.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import rclpy
 from rclpy.context import Context
@@ -23,34 +26,39 @@ from rclpy.node import Node
 from sensor_msgs.msg import JointState
 
 from so101_bringup.composition import ComposedGraph, GraphOptions, NodeSpec, deploy_graph
-from so101_description.joints import JOINT_NAMES
-from so101_testing import BenchResult, apply_private_ros_env, percentile, wait_for
+from so101_common.bench import BenchResult, percentile
+from so101_common.joints import JOINT_NAMES
+from so101_testing import apply_private_ros_env, wait_for
 
 __all__ = ["RelayNode", "benchmarks"]
 
 _POSE = [0.1, -0.3, 0.4, 0.2, 0.0, 0.5]
-_STEP = 5e-4  # rad: passes the safety filter's default acceleration bound in one 100 Hz tick
-_SAMPLES = 150
+_STEP = 5e-4  # rad: passes the safety filter's default acceleration bound within one period
+_PERIOD = 0.01  # s: the probe policy's command period (100 Hz)
+_BEATS = 3  # commands per sample: the step, then the same command again while it settles
+_SAMPLES = 300  # p99 of 300: the third-slowest sample
 
 
 class RelayNode(Node):
     """Republishes ``input`` on ``output`` unchanged: the baseline's stand-in for a chain stage."""
 
-    def __init__(self, **kwargs: object) -> None:
+    def __init__(self, **kwargs: Any) -> None:
         super().__init__("relay", **kwargs)
         pub = self.create_publisher(JointState, "output", 10)
         self.create_subscription(JointState, "input", pub.publish, 10)
 
 
 class _Probe:
-    def __init__(self, context: Context, output_topic: str) -> None:
-        self.node = rclpy.create_node("chain_probe", context=context)
-        self.cmd = self.node.create_publisher(JointState, "/policy/joint_command", 10)
-        self.state = self.node.create_publisher(JointState, "/joint_states", 10)
-        self.seen = threading.Event()
+    """The policy and the arm for one graph under ``namespace`` (relative topics), and the output's watcher."""
+
+    def __init__(self, context: Context, namespace: str) -> None:
+        self.node = rclpy.create_node("chain_probe", namespace=namespace, context=context)
+        self.cmd = self.node.create_publisher(JointState, "policy/joint_command", 10)
+        self.state = self.node.create_publisher(JointState, "joint_states", 10)
+        self.seen_at: float | None = None  # when the current step first showed on the output
         self.latest = float("nan")  # last shoulder_pan value on the output
         self.before = float("nan")  # its value when the current step was sent
-        self.node.create_subscription(JointState, output_topic, self._on_output, 10)
+        self.node.create_subscription(JointState, "joint_command", self._on_output, 10)
         self.node.create_timer(0.01, lambda: self.state.publish(self._msg(_POSE)))
         self.executor = SingleThreadedExecutor(context=context)
         self.executor.add_node(self.node)
@@ -66,27 +74,25 @@ class _Probe:
 
     def _on_output(self, msg: JointState) -> None:
         # The compensator adds its own (steady) Δ, so look for the step as a change, not a value.
+        now = time.perf_counter()
         if msg.position:
             self.latest = msg.position[0]
-            if abs(self.latest - self.before) > _STEP / 3:
-                self.seen.set()
+            if self.seen_at is None and abs(self.latest - self.before) > _STEP / 3:
+                self.seen_at = now
 
-    def measure(self, samples: int) -> list[float]:
-        latencies = []
-        level = _POSE[0]
-        for i in range(samples + 10):  # the first steps warm the chain up (compensator history, discovery)
-            level = _POSE[0] + (_STEP if i % 2 == 0 else 0.0)
-            self.before = self.latest
-            self.seen.clear()
-            start = time.perf_counter()
+    def sample(self, level: float, beat: float) -> tuple[float | None, float]:
+        """Send ``level`` on the beat after ``beat``, then the same command for the other beats of the sample;
+        returns (latency or None when the step never showed, the last beat)."""
+        start = 0.0
+        for k in range(_BEATS):
+            beat += _PERIOD
+            time.sleep(max(0.0, beat - time.perf_counter()))  # pacing the probe policy, not waiting on it
+            if k == 0:
+                self.before, self.seen_at = self.latest, None
+                start = time.perf_counter()
             self.cmd.publish(self._msg([level, *_POSE[1:]]))
-            if self.seen.wait(0.5) and i >= 10:
-                latencies.append(time.perf_counter() - start)
-            # keep the command stream alive (watchdog) while the step settles
-            for _ in range(5):
-                time.sleep(0.01)
-                self.cmd.publish(self._msg([level, *_POSE[1:]]))
-        return latencies
+        seen_at = self.seen_at
+        return (None if seen_at is None else seen_at - start), beat
 
     def close(self) -> None:
         self.executor.shutdown()
@@ -94,30 +100,49 @@ class _Probe:
         self.node.destroy_node()
 
 
-def _chain_latencies(specs: list[NodeSpec], output_topic: str) -> list[float]:
-    with ComposedGraph(specs) as graph:
-        probe = _Probe(graph.context, output_topic)
-        try:
-            wait_for(lambda: probe.cmd.get_subscription_count() > 0, timeout=10.0)
-            return probe.measure(_SAMPLES)
-        finally:
+def _interleaved_latencies(graphs: dict[str, list[NodeSpec]], samples: int) -> dict[str, list[float]]:
+    """Run every graph at once, each under its own namespace, and step them in turn: the chain and its
+    baseline see the same machine load at the same time (a loaded machine moves both alike)."""
+    composed = [ComposedGraph(specs, namespace=f"/bench_{name}") for name, specs in graphs.items()]
+    probes: dict[str, _Probe] = {}
+    try:
+        for graph in composed:
+            graph.start()
+        probes = {name: _Probe(graph.context, f"/bench_{name}") for name, graph in zip(graphs, composed, strict=True)}
+        for probe in probes.values():
+            wait_for(lambda p=probe: p.cmd.get_subscription_count() > 0, timeout=10.0)
+        latencies: dict[str, list[float]] = {name: [] for name in graphs}
+        beat = time.perf_counter()
+        for i in range(samples + 10):  # the first steps warm the chain up (compensator history, discovery)
+            level = _POSE[0] + (_STEP if i % 2 == 0 else 0.0)
+            for name, probe in probes.items():
+                latency, beat = probe.sample(level, beat)
+                if latency is not None and i >= 10:
+                    latencies[name].append(latency)
+        return latencies
+    finally:
+        for probe in probes.values():
             probe.close()
+        for graph in composed:
+            graph.stop()
 
 
 def benchmarks() -> Iterator[BenchResult]:
     apply_private_ros_env()
     chain = [s for s in deploy_graph(GraphOptions(port="")) if s.key in ("CompensatorNode", "SafetyNode")]
     relays = [NodeSpec("so101_bringup.bench_chain:RelayNode", None, {},
-                       {"input": "/policy/joint_command", "output": "/bench/relay_1", "__node": "relay_1"}),
+                       {"input": "policy/joint_command", "output": "relay_1", "__node": "relay_1"}),
               NodeSpec("so101_bringup.bench_chain:RelayNode", None, {},
-                       {"input": "/bench/relay_1", "output": "/joint_command", "__node": "relay_2"})]
-    measured = _chain_latencies(chain, "/joint_command")
-    baseline = _chain_latencies(relays, "/joint_command")
+                       {"input": "relay_1", "output": "joint_command", "__node": "relay_2"})]
+    latencies = _interleaved_latencies({"chain": chain, "relays": relays}, _SAMPLES)
+    measured, baseline = latencies["chain"], latencies["relays"]
     if len(measured) < _SAMPLES // 2 or len(baseline) < _SAMPLES // 2:
         raise RuntimeError(f"only {len(measured)}/{_SAMPLES} steps came through the chain "
                            f"({len(baseline)}/{_SAMPLES} through the relays); is the safety filter holding?")
     for q, name in ((50, "p50"), (99, "p99")):
-        yield BenchResult(f"chain.policy_to_driver_{name}", percentile(measured, q) * 1e3, "ms",
-                          percentile(baseline, q) * 1e3, "two bare relay nodes in the same composition",
-                          better="lower", target=20.0 if q == 99 else None)
+        reference = percentile(baseline, q) * 1e3
+        # the issue's target: the chain's p99 at most twice the two relays' p99 of this run
+        yield BenchResult(f"chain.policy_to_driver_{name}", percentile(measured, q) * 1e3, "ms", reference,
+                          "two bare relay nodes, run at the same time (interleaved steps)",
+                          better="lower", target=2.0 * reference if q == 99 else None)
 

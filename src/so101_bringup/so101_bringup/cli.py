@@ -3,6 +3,9 @@
 Subcommands live in their own packages; this table names them explicitly (no import-time
 registries) and imports a subcommand's module only when it is chosen, so ``so101 --help`` stays fast.
 Each module provides ``add_arguments(parser)`` and ``run(args) -> int``.
+
+Whatever goes wrong in a subcommand ends as one line on stderr, ``so101 <command>: error: ...``, and
+exit status 1 (a child process's failure as the child's own message); ``-v`` adds the traceback.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ import argparse
 import importlib
 import logging
 import sys
+import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -31,12 +35,16 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
     Subcommand("calibrate", "so101_driver.calibrate_cli", "run LeRobot's calibration procedure and write its JSON"),
     Subcommand("record", "so101_recorder.record_cli", "record episodes of chosen topics into rosbag2 (MCAP) bags"),
     Subcommand("export-lerobot", "so101_recorder.export_cli", "export recorded bags as a LeRobotDataset v3.0"),
-    Subcommand("replay", "so101_sim2real.replay_cli", "replay a bag or motion in simulation (MuJoCo or Isaac Sim bridge)"),
-    Subcommand("pair", "so101_sim2real.pair_cli", "align real and sim runs into a paired dataset"),
-    Subcommand("fit-profile", "so101_sim2real.fit_profile_cli",
+    Subcommand("replay", "so101_sim2real.cli.replay", "replay a bag or motion in simulation (MuJoCo or Isaac Sim bridge)"),
+    Subcommand("pair", "so101_sim2real.cli.pair", "align real and sim runs into a paired dataset"),
+    Subcommand("fit-profile", "so101_sim2real.cli.fit_profile",
                "fit a gap profile (the virtual SO-101's physics) to recordings of a real arm"),
-    Subcommand("analyze", "so101_sim2real.analyze_cli", "gap metrics and an HTML/PNG report for a paired dataset"),
-    Subcommand("train-gaponet", "so101_gaponet.train_cli", "train a GapONet compensator on paired datasets and export it"),
+    Subcommand("analyze", "so101_sim2real.cli.analyze", "gap metrics and an HTML/PNG report for a paired dataset"),
+    Subcommand("train-gaponet", "so101_fleet.train_cli",
+               "train a GapONet compensator on paired datasets and export it (--ray-address/--workers: on Ray)"),
+    Subcommand("train-sim-delta", "so101_sim2real.sim_delta.cli",
+               "train a sim-delta model (MuJoCo + Δ reproduces the real arm) on SAGE real runs and export it"),
+    Subcommand("fleet", "so101_fleet.cli", "fleet pipeline on Ray: simulate | index | process | report"),
     Subcommand("bench", "so101_bringup.bench", "run the control-path benchmarks (JSON lines)"),
 )
 
@@ -73,6 +81,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(module.run(args))
     except KeyboardInterrupt:
         return 130
+    except Exception as err:  # the user gets one line, not a traceback (-v shows it)
+        if top.verbose:
+            traceback.print_exc()
+        message = " ".join(str(err).split()) or type(err).__name__
+        hint = "" if top.verbose else " (so101 -v for the traceback)"
+        print(f"so101 {command.name}: error: {message}{hint}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -1,9 +1,12 @@
-"""In-process composition of the SO-101 graphs with the same nodes and YAML files as ``launch/``.
+"""In-process composition of the SO-101 graphs: the nodes of :mod:`so101_bringup.graphs` in one process.
 
-``launch``/``launch_ros`` are not installable everywhere (and not here), so ``make demo`` and the
-whole-graph tests run the graphs in one process on a multi-threaded rclpy executor. The node
-lists below mirror ``launch/robot.launch.py``, ``teleop.launch.py`` and ``deploy.launch.py``
-(``test/test_composition.py`` checks they agree).
+``launch``/``launch_ros`` are not installable everywhere (and not here), so ``make demo``, the bench and
+the whole-graph tests run the graphs in one process, one executor thread per node. The graphs are not
+written down here: :func:`graph_nodes` resolves a graph of :mod:`so101_bringup.graphs` (the same data the
+launch files describe) for a set of launch arguments, and :class:`GraphOptions` is a typed way to give
+those arguments. Processes and launch-only nodes (robot_state_publisher, RViz) are not started: callers
+run the (virtual) arm themselves and pass its ``port`` (and ``calibration_file``), i.e. ``hardware:=real``
+from the graph's point of view.
 """
 
 from __future__ import annotations
@@ -13,26 +16,26 @@ import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import rclpy
 from rclpy.context import Context
 from rclpy.executors import SingleThreadedExecutor
-from rclpy.node import Node
 from rclpy.parameter import Parameter
 
-__all__ = ["CONFIG_DIR", "NodeSpec", "GraphOptions", "robot_graph", "teleop_graph", "deploy_graph", "ComposedGraph"]
+from so101_bringup.graphs import DEPLOY, PACKAGE, ROBOT, TELEOP, Graph, ResolvedNode, resolve
+from so101_bringup.share import config_dir, package_share, share_dir
 
-WORKSPACE = Path(__file__).resolve().parents[3]
-CONFIG_DIR = WORKSPACE / "config"
-MODELS_DIR = WORKSPACE / "models"
+__all__ = ["NodeSpec", "GraphOptions", "graph_nodes", "robot_graph", "teleop_graph", "deploy_graph", "ComposedGraph"]
 
 
 @dataclass(frozen=True)
 class NodeSpec:
     factory: str  # "module:Class" of an rclpy Node subclass accepting **kwargs
-    params_file: str | None = None  # file name under config/
+    params_file: str | None = None  # path of a ROS parameter file (or a name under config/)
     overrides: Mapping[str, object] = field(default_factory=dict)  # parameters over the YAML file
     remaps: Mapping[str, str] = field(default_factory=dict)  # topic remappings, from → to
+    name: str | None = None  # node name (None: the class's own)
 
     @property
     def key(self) -> str:
@@ -42,12 +45,14 @@ class NodeSpec:
 
 @dataclass(frozen=True)
 class GraphOptions:
+    """Typed launch arguments of the teleop and deploy graphs (see ``so101_bringup.graphs`` for each one)."""
+
     port: str  # follower bus device (the virtual arm's pty when hardware is virtual)
     calibration_file: str = ""  # '' = the driver's robot_id default path
     leader_port: str = ""  # teleop only
     leader_calibration_file: str = ""
     compensation: bool = True  # deploy: GapONet compensator in the chain
-    gaponet_model: str = str(MODELS_DIR / "gaponet_so101_default.onnx")
+    gaponet_model: str = ""  # '' = the shipped model (share/so101_bringup/models)
     command_source: str = "motion"  # deploy: "policy" (a trained policy) or "motion" (scripted motion)
     policy_path: str = ""
     motion: str = "sweep"
@@ -59,71 +64,67 @@ class GraphOptions:
     task: str = "demo"
     gap_profile: str = ""
 
+    def arguments(self, graph: Graph) -> dict[str, str]:
+        """These options as ``graph``'s launch arguments (those it declares)."""
+        text = {"hardware": "real", "port": self.port, "calibration_file": self.calibration_file,
+                "leader_port": self.leader_port, "leader_calibration_file": self.leader_calibration_file,
+                "compensation": self.compensation, "command_source": self.command_source,
+                "policy_path": self.policy_path, "motion": self.motion, "motion_duration": self.motion_duration,
+                "autostart_motion": self.autostart_motion, "hold_start_pose": self.hold_start_pose,
+                "record": self.record, "bag_root": self.bag_root, "task": self.task, "gap_profile": self.gap_profile}
+        if self.gaponet_model:
+            text["gaponet_model"] = self.gaponet_model
+        declared = {a.name for a in graph.args}
+        return {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in text.items() if k in declared}
+
+
+def _share(package: str) -> str:
+    return str(share_dir()) if package == PACKAGE else package_share(package)
+
+
+def graph_nodes(graph: Graph, arguments: Mapping[str, str]) -> list[NodeSpec]:
+    """The in-process nodes of ``graph`` for these launch arguments."""
+    specs = []
+    for node in resolve(graph, arguments, _share, in_process=True):
+        assert isinstance(node, ResolvedNode) and node.factory is not None
+        remaps = dict(node.remaps)
+        specs.append(NodeSpec(node.factory, node.params_file, node.overrides, remaps, node.name))
+    return specs
+
 
 def robot_graph(opts: GraphOptions) -> list[NodeSpec]:
-    overrides: dict[str, object] = {"port": opts.port}
-    if opts.calibration_file:
-        overrides["calibration_file"] = opts.calibration_file
-    return [NodeSpec("so101_driver.driver_node:DriverNode", "driver.yaml", overrides)]
-
-
-def _recorder(opts: GraphOptions) -> list[NodeSpec]:
-    if not opts.record:
-        return []
-    overrides = {"bag_root": opts.bag_root, "task": opts.task}
-    if opts.gap_profile:
-        overrides["gap_profile"] = opts.gap_profile
-    return [NodeSpec("so101_recorder.recorder_node:RecorderNode", "recorder.yaml", overrides)]
+    """The driver alone (the in-process part of ``robot.launch.py``)."""
+    return graph_nodes(ROBOT, opts.arguments(ROBOT))
 
 
 def teleop_graph(opts: GraphOptions) -> list[NodeSpec]:
-    leader: dict[str, object] = {"port": opts.leader_port}
-    if opts.leader_calibration_file:
-        leader["calibration_file"] = opts.leader_calibration_file
-    return [
-        *robot_graph(opts),
-        NodeSpec("so101_driver.leader_node:LeaderNode", "leader.yaml", leader),
-        NodeSpec("so101_safety.safety_node:SafetyNode", "safety.yaml",
-                 remaps={"input": "/leader/joint_states", "output": "/joint_command"}),
-        *_recorder(opts),
-    ]
+    return graph_nodes(TELEOP, opts.arguments(TELEOP))
 
 
 def deploy_graph(opts: GraphOptions) -> list[NodeSpec]:
-    if opts.command_source == "policy":
-        source = NodeSpec("so101_policy.policy_node:PolicyNode", "policy.yaml", {"policy_path": opts.policy_path})
-    elif opts.command_source == "motion":
-        source = NodeSpec("so101_bringup.motion_player_node:MotionPlayerNode", None,
-                          {"motion": opts.motion, "duration": opts.motion_duration, "autostart": opts.autostart_motion,
-                           "hold_start_pose": opts.hold_start_pose},
-                          remaps={"output": "/policy/joint_command"})
-    else:
-        raise ValueError(f"command_source must be 'policy' or 'motion', got {opts.command_source!r}")
-    chain = [source]
-    if opts.compensation:
-        chain.append(NodeSpec("so101_gaponet.compensator_node:CompensatorNode", "compensator.yaml",
-                              {"model_path": opts.gaponet_model}))
-    safety_input = "/gaponet/joint_command" if opts.compensation else "/policy/joint_command"
-    chain.append(NodeSpec("so101_safety.safety_node:SafetyNode", "safety.yaml",
-                          remaps={"input": safety_input, "output": "/joint_command"}))
-    return [*robot_graph(opts), *chain, *_recorder(opts)]
+    return graph_nodes(DEPLOY, opts.arguments(DEPLOY))
 
 
 class ComposedGraph:
     """Instantiate ``specs`` in one rclpy context and spin each on its own background executor thread."""
 
-    def __init__(self, specs: list[NodeSpec], config_dir: Path = CONFIG_DIR) -> None:
+    def __init__(self, specs: list[NodeSpec], config: Path | None = None, namespace: str = "") -> None:
         self.specs = specs
-        self.config_dir = config_dir
+        self.config_dir = config if config is not None else config_dir()  # for params_file names
+        self.namespace = namespace  # every node (and so every relative topic) under it; "" = the root
         self.context = Context()
-        self.nodes: dict[str, Node] = {}
+        self.nodes: dict[str, Any] = {}  # by key; callers use each node class's own methods (services, helpers)
         self._executors: list[SingleThreadedExecutor] = []
         self._threads: list[threading.Thread] = []
 
     def _cli_args(self, spec: NodeSpec) -> list[str]:
         args = ["--ros-args"]
         if spec.params_file:
-            args += ["--params-file", str(self.config_dir / spec.params_file)]
+            args += ["--params-file", str(self.config_dir / spec.params_file)]  # an absolute path stays as it is
+        if spec.name:
+            args += ["-r", f"__node:={spec.name}"]
+        if self.namespace:
+            args += ["-r", f"__ns:={self.namespace}"]
         for source, target in spec.remaps.items():
             args += ["-r", f"{source}:={target}"]
         return args

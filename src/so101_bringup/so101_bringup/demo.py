@@ -27,9 +27,10 @@ import numpy as np
 from rclpy.node import Node
 from sensor_msgs.msg import JointState
 
+from so101_bringup.children import raise_for_child, run_child
 from so101_bringup.composition import ComposedGraph, GraphOptions, deploy_graph
 from so101_bringup.motions import load_motion
-from so101_description.joints import JOINT_NAMES
+from so101_common.joints import JOINT_NAMES
 from so101_testing import apply_private_ros_env, wait_for
 
 __all__ = ["add_arguments", "run"]
@@ -47,7 +48,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="one episode only (shipped GapONet model) instead of baseline → train → compensated")
     parser.add_argument("--no-compensation", action="store_true", help="with --single: policy straight into safety")
     parser.add_argument("--gaponet-model", type=Path, default=None,
-                        help="with --single: this compensator model instead of the shipped one")
+                        help="with --single: this compensator model instead of the shipped one (ONNX, or "
+                             "TorchScript: that is code, torch.jit.load runs it; use only files you trust)")
     parser.add_argument("--epochs", type=int, default=30, help="GapONet training epochs in the loop (default 30)")
     parser.add_argument("--print-period", type=float, default=0.5, help="seconds between live joint-state lines")
     parser.add_argument("--no-analysis", action="store_true", help="stop after recording (no replay/pair/report)")
@@ -62,6 +64,11 @@ class _Monitor:
         node.create_subscription(JointState, "/joint_states", lambda m: self._store(m, self.measured), 10)
         node.create_subscription(JointState, "/policy/joint_command", lambda m: self._store(m, self.commanded), 10)
 
+    def at_commanded(self, tolerance: float = 0.25) -> bool:
+        """Every joint measured within ``tolerance`` rad of its command (the gap profile's sag included)."""
+        offset = np.abs(self.measured - self.commanded)
+        return bool(np.all(np.isfinite(offset)) and offset.max() < tolerance)
+
     @staticmethod
     def _store(msg: JointState, target: np.ndarray) -> None:
         for name, value in zip(msg.name, msg.position, strict=False):
@@ -74,13 +81,17 @@ def _start_virtual_arm(profile: str, folder: Path) -> tuple[subprocess.Popen[byt
     then never competes with the driver for this interpreter's GIL. Returns (process, link, calibration)."""
     folder.mkdir(parents=True, exist_ok=True)
     cli = [sys.executable, "-m", "so101_bringup.cli", "virtual-bus"]
-    subprocess.run([*cli, "--write-calibration", str(folder)], check=True, capture_output=True)
+    run_child([*cli, "--write-calibration", str(folder)], "the virtual SO-101 could not write its calibration")
     link = folder / "so101_follower"
-    log = (folder / "virtual_bus.log").open("wb")
+    log_path = folder / "virtual_bus.log"
+    log = log_path.open("wb")
     process = subprocess.Popen([*cli, "--link", str(link), "--profile", profile], stdout=log, stderr=subprocess.STDOUT)
     if not wait_for(lambda: link.exists() or process.poll() is not None, timeout=60.0) or process.poll() is not None:
         process.kill()
-        raise RuntimeError(f"the virtual SO-101 did not start; see {folder / 'virtual_bus.log'}")
+        process.wait()
+        log.close()
+        raise_for_child("the virtual SO-101 did not start", process.returncode,
+                        log_path.read_text(errors="replace"), log_path)
     return process, link, folder / "virtual_follower.json"
 
 
@@ -96,7 +107,10 @@ def _run_episode(label: str, opts: GraphOptions, duration: float, print_period: 
             recorder = graph.nodes["RecorderNode"]
             # The arm first moves to the motion's start pose (the player holds it) and the recorder
             # discovers every topic; the episode then starts at rest, as a policy rollout would.
-            time.sleep(4.0)
+            topics = {"/joint_states", "/joint_command", "/policy/joint_command"}
+            if not wait_for(lambda: monitor.at_commanded() and topics <= set(recorder.subscribed), timeout=60.0):
+                raise RuntimeError(f"not ready to record: arm at {monitor.measured} for {monitor.commanded}, "
+                                   f"recorder subscribed to {sorted(recorder.subscribed)}")
             ok, message = recorder.start_episode()
             if not ok:
                 raise RuntimeError(f"recorder did not start: {message}")
@@ -124,9 +138,9 @@ def _run_episode(label: str, opts: GraphOptions, duration: float, print_period: 
 
 
 def _analyse(bag: Path, out: Path) -> dict:
-    from so101_sim2real.align import AlignConfig
-    from so101_sim2real.pair_cli import load_runs, mujoco_replayer, pair_runs
-    from so101_sim2real.report import summarize, write_report
+    from so101_sim2real.analysis.report import summarize, write_report
+    from so101_sim2real.pairing.align import AlignConfig
+    from so101_sim2real.pairing.pair import load_runs, mujoco_replayer, pair_runs
 
     # The sim replays what the policy asked for (not the compensated command the driver got): the gap
     # is then "real arm vs what the sim would have done", the quantity compensation exists to close.
@@ -140,7 +154,7 @@ def _analyse(bag: Path, out: Path) -> dict:
 
 
 def _train(dataset: Path, out: Path, epochs: int) -> Path:
-    from so101_gaponet.train_cli import train_and_export
+    from so101_gaponet.export import train_and_export
 
     model = out / "gaponet_trained.onnx"
     print(f"\n== training a GapONet compensator on {dataset} ({epochs} epochs)")
@@ -171,7 +185,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"\ndone: everything is under {out}")
         return 0
 
-    from so101_sim2real.report import write_comparison
+    from so101_sim2real.analysis.report import write_comparison
 
     baseline = _analyse(_run_episode("baseline", _options(out / "baseline", args, False, None), duration,
                                      args.print_period), out / "baseline")

@@ -11,30 +11,32 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from rclpy.node import Node
 from sensor_msgs.msg import JointState
 from std_srvs.srv import Trigger
 
-from so101_bringup.motions import MotionError, load_motion, sample
-from so101_description.node_runner import run_node
+from so101_bringup.motions import MotionError, MotionPlayerParameters, load_motion, sample
+from so101_ros.node_params import declare_parameters
+from so101_ros.node_runner import run_node
 
 __all__ = ["MotionPlayerNode", "main"]
 
 
 class MotionPlayerNode(Node):
-    def __init__(self, **kwargs: object) -> None:
+    def __init__(self, **kwargs: Any) -> None:
         super().__init__("motion_player", **kwargs)
-        self.motion = load_motion(str(self.declare_parameter("motion", "sweep").value),
-                                  duration=float(self.declare_parameter("duration", 0.0).value))
-        rate_hz = float(self.declare_parameter("rate_hz", 50.0).value)
+        p = declare_parameters(self, MotionPlayerParameters)
+        self.motion = load_motion(p.motion, duration=p.duration)
+        rate_hz = p.rate_hz
         if rate_hz <= 0:
             raise ValueError(f"rate_hz must be positive, got {rate_hz}")
-        self.loop = bool(self.declare_parameter("loop", False).value)
-        self.start_delay = float(self.declare_parameter("start_delay", 0.0).value)
-        self.playing = bool(self.declare_parameter("autostart", True).value)
+        self.loop = p.loop
+        self.start_delay = p.start_delay
+        self.playing = p.autostart
         # While not playing, command the motion's first pose, so the arm waits there to start.
-        self.hold_start_pose = bool(self.declare_parameter("hold_start_pose", False).value)
+        self.hold_start_pose = p.hold_start_pose
         self.finished = False
         self._start_ns = self.get_clock().now().nanoseconds
         self.pub = self.create_publisher(JointState, "output", 10)

@@ -1,26 +1,41 @@
 """Scripted command motions: built-in smooth sweeps, or motion files, sampled at any time.
 
-A motion is a :class:`~so101_description.trajectory.JointTrajectory` of command positions (rad);
+A motion is a :class:`~so101_common.trajectory.JointTrajectory` of command positions (rad);
 the motion player node publishes it as if it were a policy, which is how the demo and the
 sim-to-real loop drive the arm without a trained policy.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from so101_description.joints import JOINTS
-from so101_description.trajectory import JointTrajectory
+from so101_common.joints import JOINTS
+from so101_common.parameters import parameter
+from so101_common.trajectory import JointTrajectory
 
-__all__ = ["BUILTIN_MOTIONS", "MotionError", "builtin_motion", "load_motion", "sample"]
+__all__ = ["BUILTIN_MOTIONS", "MotionError", "MotionPlayerParameters", "builtin_motion", "load_motion", "sample"]
 
 BUILTIN_MOTIONS = ("sweep", "wave", "hold")
 
 
 class MotionError(ValueError):
     """A motion name or file that cannot be played."""
+
+
+@dataclass(frozen=True)
+class MotionPlayerParameters:
+    """Parameters of the motion player node (defaults, descriptions, ranges)."""
+
+    motion: str = parameter("sweep", f"built-in motion ({', '.join(BUILTIN_MOTIONS)}) or a SAGE motion file")
+    duration: float = parameter(0.0, "s of a built-in motion; 0 = the motion's default", low=0.0, high=3600.0)
+    rate_hz: float = parameter(50.0, "publish rate of the motion's commands (Hz)", low=0.1, high=1000.0)
+    loop: bool = parameter(False, "start over at the end instead of holding the last pose")
+    start_delay: float = parameter(0.0, "s between start and the motion's first sample", low=0.0, high=3600.0)
+    autostart: bool = parameter(True, "play at once; false: wait for ~/start")
+    hold_start_pose: bool = parameter(False, "while not playing, command the motion's first pose (the arm waits there)")
 
 
 def builtin_motion(name: str = "sweep", duration: float = 12.0, rate_hz: float = 50.0,
@@ -65,7 +80,7 @@ def load_motion(source: str, rate_hz: float = 50.0, duration: float = 0.0) -> Jo
     path = Path(source)
     if not path.is_file():
         raise MotionError(f"motion {source!r} is neither a built-in motion {list(BUILTIN_MOTIONS)} nor a file")
-    from so101_sim2real.sage import read_motion_file  # the SAGE format lives with the other SAGE I/O
+    from so101_sim2real.replay.sage import read_motion_file  # the SAGE format lives with the other SAGE I/O
 
     return read_motion_file(path)
 

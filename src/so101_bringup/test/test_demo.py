@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from so101_sim2real.dataset import PairedDataset
+from so101_common.paired_dataset import PairedDataset
 from so101_testing import private_ros_env
 
 

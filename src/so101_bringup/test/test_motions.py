@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from so101_bringup.motions import BUILTIN_MOTIONS, MotionError, builtin_motion, load_motion, sample
-from so101_description.joints import JOINTS, gripper_fraction_to_rad
+from so101_common.joints import JOINTS, gripper_fraction_to_rad
 
 SAGE_MOTION = (Path(__file__).resolve().parents[2] / "so101_sim2real" / "test" / "fixtures" / "sage"
                / "motion_files" / "so101" / "custom" / "single_joint_elbow.txt")

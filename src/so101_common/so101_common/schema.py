@@ -1,7 +1,8 @@
 """One way to read every file format: parse, validate against a pydantic model, fail in one line.
 
 Every file the workspace reads (gap profiles, YAML configs, model metadata, dataset and bag
-metadata) is described by a pydantic model derived from :class:`StrictModel` and read through
+metadata) is described by a pydantic model derived from :class:`StrictModel` (or, for a record the
+program mutates in a hot loop, a pydantic dataclass with :data:`STRICT_DATACLASS`) and read through
 :func:`load_yaml` / :func:`load_json` (or :func:`validate` for a record already in memory, e.g. JSON
 embedded in a model file). Whatever is wrong, the user gets one :class:`SchemaError` line that names
 the file and the key::
@@ -17,14 +18,14 @@ import difflib
 import json
 import typing
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
 import yaml
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, TypeAdapter, ValidationError
 
-__all__ = ["SchemaError", "StrictModel", "read_yaml", "read_json", "validate", "load_yaml", "load_json"]
+__all__ = ["SchemaError", "StrictModel", "STRICT_DATACLASS", "Number", "read_yaml", "read_json", "validate", "load_yaml", "load_json"]
 
-ModelT = TypeVar("ModelT", bound=BaseModel)
+ModelT = TypeVar("ModelT")
 
 
 class SchemaError(ValueError):
@@ -41,6 +42,21 @@ class StrictModel(BaseModel):
     """Base of every file schema: unknown keys, NaN and infinities are errors; parsed records are immutable."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+
+STRICT_DATACLASS = ConfigDict(extra="forbid", allow_inf_nan=False)
+"""``pydantic.dataclasses.dataclass(config=STRICT_DATACLASS)``: the :class:`StrictModel` rules for a
+mutable record whose attributes are assigned often (plain dataclass speed, validated when read)."""
+
+
+def _number_not_bool_or_text(value: Any) -> Any:
+    if isinstance(value, bool | str):
+        raise ValueError(f"must be a number, not {type(value).__name__}")
+    return value
+
+
+Number = Annotated[float, BeforeValidator(_number_not_bool_or_text)]
+"""A float field that takes ints and floats but not ``true`` or ``"3"`` (pydantic's lax mode would)."""
 
 
 def read_yaml(path: str | Path) -> Any:
@@ -67,9 +83,12 @@ def read_json(path: str | Path) -> Any:
 
 
 def validate(model: type[ModelT], data: Any, source: str) -> ModelT:
-    """``data`` as an instance of ``model``; the first problem becomes a :class:`SchemaError` naming its key."""
+    """``data`` as an instance of ``model`` (a pydantic model or dataclass); the first problem becomes a
+    :class:`SchemaError` naming its key."""
     try:
-        return model.model_validate(data)
+        if isinstance(model, type) and issubclass(model, BaseModel):
+            return model.model_validate(data)
+        return TypeAdapter(model).validate_python(data)
     except ValidationError as err:
         raise _schema_error(model, err, source) from None
 
@@ -97,12 +116,12 @@ def _read_text(path: str | Path) -> str:
         raise SchemaError(str(path), f"cannot read: {err.strerror or err}") from None
 
 
-def _schema_error(model: type[BaseModel], err: ValidationError, source: str) -> SchemaError:
+def _schema_error(model: type[Any], err: ValidationError, source: str) -> SchemaError:
     first = err.errors(include_url=False)[0]
     loc = tuple(first["loc"])
     key = ".".join(str(part) for part in loc) or None
     message = str(first["msg"])
-    if first["type"] == "extra_forbidden" and loc:
+    if first["type"] in ("extra_forbidden", "unexpected_keyword_argument") and loc:
         known = _field_names_at(model, loc[:-1])
         close = difflib.get_close_matches(str(loc[-1]), known, n=1)
         message = f"unknown key{f' (did you mean {close[0]!r}?)' if close else ''}; known keys: {', '.join(known)}"
@@ -113,23 +132,31 @@ def _schema_error(model: type[BaseModel], err: ValidationError, source: str) -> 
     return SchemaError(source, message, key)
 
 
-def _field_names_at(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
+def _fields(cls: Any) -> dict[str, Any] | None:
+    """Field name → annotation of a pydantic model or pydantic dataclass; None for anything else."""
+    if isinstance(cls, type) and issubclass(cls, BaseModel):
+        return {name: field.annotation for name, field in cls.model_fields.items()}
+    fields = getattr(cls, "__pydantic_fields__", None) if isinstance(cls, type) else None
+    return {name: field.annotation for name, field in fields.items()} if fields is not None else None
+
+
+def _field_names_at(model: Any, loc: tuple[Any, ...]) -> list[str]:
     """Field names of the (nested) model reached by ``loc``; [] where the path leaves pydantic models."""
     current: Any = model
     for part in loc:
-        if isinstance(current, type) and issubclass(current, BaseModel):
-            field = current.model_fields.get(str(part))
-            if field is None:
+        fields = _fields(current)
+        if fields is not None:
+            if str(part) not in fields:
                 return []
-            current = field.annotation
+            current = fields[str(part)]
         else:  # a container: dict[str, Model], list[Model], Optional[Model] ...
-            args = [a for a in typing.get_args(current) if isinstance(a, type) and issubclass(a, BaseModel)]
+            args = [a for a in typing.get_args(current) if _fields(a) is not None]
             if not args:
                 return []
             current = args[0]
-    while not (isinstance(current, type) and issubclass(current, BaseModel)):
-        args = [a for a in typing.get_args(current) if isinstance(a, type) and issubclass(a, BaseModel)]
+    while _fields(current) is None:
+        args = [a for a in typing.get_args(current) if _fields(a) is not None]
         if not args:
             return []
         current = args[0]
-    return sorted(current.model_fields)
+    return sorted(_fields(current) or {})

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from pydantic import Field
 
-from so101_common.schema import SchemaError, StrictModel, load_json, load_yaml, read_yaml, validate
+from so101_common.schema import Number, SchemaError, StrictModel, load_json, load_yaml, read_yaml, validate
 
 
 class Joint(StrictModel):
@@ -69,3 +69,14 @@ def test_nan_is_rejected_and_missing_file_is_named(tmp_path: Path) -> None:
         validate(Profile, {"name": "arm", "rate_hz": float("nan")}, "record")
     with pytest.raises(SchemaError, match=r"nope\.yaml: no such file"):
         load_yaml(tmp_path / "nope.yaml", Profile)
+
+
+class Gain(StrictModel):
+    kp: Number = 1.0
+
+
+@pytest.mark.parametrize("value", [True, "3", None])
+def test_a_number_is_not_a_bool_or_text(value: object) -> None:
+    with pytest.raises(SchemaError, match=r"^gain.yaml: kp: "):
+        validate(Gain, {"kp": value}, "gain.yaml")
+    assert validate(Gain, {"kp": 2}, "gain.yaml").kp == 2.0

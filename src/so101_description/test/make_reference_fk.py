@@ -19,7 +19,7 @@ from pathlib import Path
 import mujoco
 import numpy as np
 
-from so101_description.joints import JOINT_NAMES, JOINTS
+from so101_common.joints import JOINT_NAMES, JOINTS
 
 OUT = Path(__file__).parent / "data" / "reference_fk.json"
 

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 from urdf_parser_py.urdf import URDF
 
+from so101_common.joints import JOINT_NAMES, JOINTS
 from so101_description import paths
-from so101_description.joints import JOINT_NAMES, JOINTS
 
 LINKS = ("base_link", "shoulder_link", "upper_arm_link", "lower_arm_link", "wrist_link", "gripper_link",
          "moving_jaw_so101_v1_link")
@@ -216,6 +216,6 @@ def test_forward_kinematics_match_the_official_description(urdf_model: mujoco.Mj
 
 def test_mjcf_and_urdf_name_the_same_meshes() -> None:
     mjcf_meshes = {m.get("file") for m in ET.parse(paths.mjcf_path()).getroot().iter("mesh")}
-    urdf_meshes = {Path(m.get("filename")).name for m in ET.fromstring(paths.urdf_text()).iter("mesh")}
+    urdf_meshes = {Path(m.get("filename", "")).name for m in ET.fromstring(paths.urdf_text()).iter("mesh")}
     assert mjcf_meshes == urdf_meshes
     assert mjcf_meshes == {p.name for p in paths.meshes_dir().glob("*.stl")}

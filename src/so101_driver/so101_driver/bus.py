@@ -17,22 +17,27 @@ here with the shared :mod:`so101_driver.protocol` instead, for reasons worth kno
   separately and waits for it to drain): one hand-over to the adapter per control cycle.
 - A broadcast PING has every servo answer; the SDK has no call for it (LeRobot writes its own too).
 
+Deadlines. A reply is due within its wire time (10 bits per byte at the line's rate: ~0.2 ms for
+a feedback reply at 1 Mbaud) plus ``timeout_ms`` for the adapter's and the OS's latency. A SYNC_READ
+also ends early once the servos that answer have answered: when replies have started to flow and the
+line then stays quiet for ``reply_gap_ms``, the servos still missing are not coming (a dropped reply
+or an unplugged servo costs that gap, not the whole deadline), and a retry of the servos still missing
+waits at most twice the latency the first reply showed plus that gap (the line's latency was just
+measured: a servo that does not answer within it is not coming either). Every retry, timeout and malformed
+packet is counted in :attr:`FeetechBus.counters` (the driver reports them per second).
+
 The SDK's packet timeout is patched as LeRobot does (``tx_time_per_byte·(n + 3) + timeout_ms``),
 which fixes the SDK's too-short timeout for long replies, and its ``readPort`` waits for data
-(``select``, ≤ 1 ms) instead of letting the receive loop spin a core (see ``_waiting_read_port``).
+(``select``, ≤ 1 ms) instead of letting the receive loop spin a core (see ``waiting_read_port``).
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-import os
-import select
-import struct
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from types import MethodType
 from typing import Any
 
@@ -43,17 +48,17 @@ from so101_driver.control_table import (
     BAUD_RATES,
     FEEDBACK_BLOCK,
     Area,
-    ErrorBit,
     Register,
     decode_error_bits,
     decode_register,
-    decode_sign_magnitude,
     encode_register,
 )
 from so101_driver.errors import BusError, BusTimeout, CorruptPacket, PortError, ServoError
+from so101_driver.feedback import BusCounters, Feedback, ScanResult
+from so101_driver.serial_io import discard_input, os_errors_as_port_errors, read_available, waiting_read_port
 
-__all__ = ["FeetechBus", "Feedback", "ScanResult", "DEFAULT_TIMEOUT_MS", "DEFAULT_RETRIES", "LEROBOT_SERVO_SETTINGS",
-           "LEROBOT_GRIPPER_SETTINGS"]
+__all__ = ["FeetechBus", "Feedback", "ScanResult", "BusCounters", "DEFAULT_TIMEOUT_MS", "DEFAULT_RETRIES",
+           "DEFAULT_REPLY_GAP_MS", "LEROBOT_SERVO_SETTINGS", "LEROBOT_GRIPPER_SETTINGS"]
 
 logger = logging.getLogger(__name__)
 
@@ -76,73 +81,12 @@ LEROBOT_GRIPPER_SETTINGS: tuple[tuple[Register, int], ...] = (
     (Register.Protection_Current, 250),
     (Register.Overload_Torque, 25),
 )
+# silence that ends a SYNC_READ once replies flowed: ~15 feedback replies' wire time at 1 Mbaud, and
+# more than a USB full-speed frame (1 ms) by which an adapter may split one burst of replies
+DEFAULT_REPLY_GAP_MS = 3.0
 _STATUS_OVERHEAD = 6  # FF FF ID LEN ERR ... CHK
 _FB_ADDR, _FB_LEN = FEEDBACK_BLOCK
 RegisterLike = Register | str
-
-
-def _feedback_layout() -> tuple[struct.Struct, tuple[int | None, ...]]:
-    """One ``struct`` for the feedback block, built from the control table (the decode is on the
-    control loop's hot path: one unpack instead of eight register look-ups per servo)."""
-    fmt, cursor = "<", _FB_ADDR
-    for reg in _FB_FIELDS:
-        fmt += "x" * (reg.address - cursor) + {1: "B", 2: "H"}[reg.size]
-        cursor = reg.address + reg.size
-    if cursor != _FB_ADDR + _FB_LEN:
-        raise RuntimeError("FEEDBACK_BLOCK and the feedback registers disagree")
-    return struct.Struct(fmt), tuple(reg.spec.sign_bit for reg in _FB_FIELDS)
-
-
-# Feedback's fields, in address order
-_FB_FIELDS = (Register.Present_Position, Register.Present_Velocity, Register.Present_Load, Register.Present_Voltage,
-              Register.Present_Temperature, Register.Status, Register.Moving, Register.Present_Current)
-_FB_STRUCT, _FB_SIGN_BITS = _feedback_layout()
-
-
-@dataclass(frozen=True)
-class Feedback:
-    """One servo's feedback block (addresses 56..70), decoded; servo units."""
-
-    position: int  # Present_Position, steps
-    velocity: int  # Present_Velocity, steps/s (signed)
-    load: int  # Present_Load, 0.1 % of max torque (signed, direction of motion)
-    voltage: int  # Present_Voltage, 0.1 V
-    temperature: int  # Present_Temperature, °C
-    status: int  # Status register (same bits as ErrorBit)
-    moving: bool  # Moving
-    current: int  # Present_Current, 6.5 mA (signed)
-    error: int = 0  # error byte of the status packet that carried it
-
-    @classmethod
-    def from_block(cls, data: bytes | bytearray, error: int = 0) -> Feedback:
-        if len(data) < _FB_LEN:
-            raise ValueError(f"feedback block needs {_FB_LEN} bytes, got {len(data)}")
-        values = [decode_sign_magnitude(v, bit) if bit is not None else v
-                  for v, bit in zip(_FB_STRUCT.unpack_from(data), _FB_SIGN_BITS, strict=True)]
-        values[6] = bool(values[6])  # Moving
-        return cls(*values, error=error)  # type: ignore[arg-type]
-
-    @property
-    def voltage_v(self) -> float:
-        return self.voltage / 10.0
-
-    @property
-    def current_a(self) -> float:
-        return self.current * 0.0065
-
-    @property
-    def flags(self) -> list[ErrorBit]:
-        """Error bits set in the Status register or the reply's error byte."""
-        return decode_error_bits(self.status | self.error)
-
-
-@dataclass(frozen=True)
-class ScanResult:
-    servo_id: int
-    model: int  # Model_Number (STS3215 = 777)
-    firmware: str  # "major.minor"
-    baudrate: int
-    error: int = 0  # error byte of its PING reply
 
 
 def _register(register: RegisterLike) -> Register:
@@ -153,15 +97,20 @@ class FeetechBus:
     """A Feetech bus on one serial port (protocol 0: STS/SMS, little-endian)."""
 
     def __init__(self, port: str, baudrate: int = 1_000_000, timeout_ms: float = DEFAULT_TIMEOUT_MS,
-                 retries: int = DEFAULT_RETRIES, log: logging.Logger | None = None) -> None:
+                 retries: int = DEFAULT_RETRIES, log: logging.Logger | None = None,
+                 reply_gap_ms: float = DEFAULT_REPLY_GAP_MS) -> None:
         if retries < 0:
             raise ValueError(f"retries must be >= 0, got {retries}")
         if timeout_ms <= 0:
             raise ValueError(f"timeout_ms must be > 0, got {timeout_ms}")
+        if reply_gap_ms <= 0:
+            raise ValueError(f"reply_gap_ms must be > 0, got {reply_gap_ms}")
         self.port = port
         self.baudrate = baudrate
         self.timeout_ms = float(timeout_ms)
         self.retries = retries
+        self.reply_gap_ms = float(reply_gap_ms)
+        self.counters = BusCounters()
         self.log = log or logger  # a node passes its own, so composed nodes keep their messages apart
         self._handler = scs.PacketHandler(0)
         self._port: Any = None
@@ -181,7 +130,7 @@ class FeetechBus:
             return self
         port = scs.PortHandler(self.port)
         port.setPacketTimeout = MethodType(_patched_set_packet_timeout(self), port)
-        port.readPort = MethodType(_waiting_read_port, port)
+        port.readPort = MethodType(waiting_read_port, port)
         try:
             ok = port.setBaudRate(self.baudrate)  # opens the port
         except Exception as err:  # serial.SerialException, OSError
@@ -273,9 +222,11 @@ class FeetechBus:
         comm, error = scs.COMM_SUCCESS, 0
         with self._lock:
             for attempt in range(1, tries + 1):
-                _discard_input(port)
+                discard_input(port)
+                self.counters.transactions += 1
+                self.counters.retries += attempt > 1
                 try:
-                    with _os_errors_as_port_errors(self.port, what):
+                    with os_errors_as_port_errors(self.port, what):
                         value, comm, error = op()
                 finally:
                     port.is_using = False
@@ -283,6 +234,10 @@ class FeetechBus:
                     self.last_error[servo_id] = error
                     if not error or not strict:
                         return value
+                elif comm == scs.COMM_RX_TIMEOUT:
+                    self.counters.timeouts += 1
+                elif comm == scs.COMM_RX_CORRUPT:
+                    self.counters.corrupt += 1
                 self.log.debug("%s on servo %d failed (try %d/%d): %s", what, servo_id, attempt, tries,
                              _describe(self._handler, comm, error))
         raise self._failure(servo_id, tries, comm, error, what)
@@ -360,7 +315,7 @@ class FeetechBus:
             for servo_id, value in values.items():
                 writer.addParam(int(servo_id), list(encode_register(reg, int(value))))
             try:
-                with _os_errors_as_port_errors(self.port, f"sync write of {reg.name}"):
+                with os_errors_as_port_errors(self.port, f"sync write of {reg.name}"):
                     comm = writer.txPacket()
             finally:
                 port.is_using = False
@@ -379,11 +334,14 @@ class FeetechBus:
         return feedback
 
     def sync_read_feedback_partial(self, ids: Sequence[int], goals: Mapping[int, int] | None = None,
+                                   retries: int | None = None, budget_s: float | None = None,
                                    ) -> tuple[dict[int, Feedback], dict[int, BusError]]:
         """Like :meth:`sync_read_feedback`, but returns what arrived and a failure per missing servo.
 
-        Servos that did not answer are asked again (one SYNC_READ for all of them) up to
-        :attr:`retries` times. Replies with error bits are kept (``Feedback.error``): they carry data.
+        Servos that did not answer are asked again (one SYNC_READ for all of them) up to ``retries``
+        times (default :attr:`retries`; 0 for a single probe), and only while a retry's deadline still
+        ends within ``budget_s`` of the call (a control cycle's share of its period; None: no limit).
+        Replies with error bits are kept (``Feedback.error``): they carry data.
         ``goals`` (servo id → Goal_Position): their SYNC_WRITE goes out in the same port write, just
         before the first SYNC_READ (the driver's cycle: one wake-up of the line instead of two).
         """
@@ -392,52 +350,79 @@ class FeetechBus:
         missing = list(dict.fromkeys(ids))
         corrupt = 0
         tries = 0
+        max_retries = self.retries if retries is None else retries
         prefix = _sync_write_packet(Register.Goal_Position, goals) if goals else b""
+        allowance_ms = self.timeout_ms
+        until = None if budget_s is None else time.monotonic() + budget_s
         with self._lock:
-            while missing and tries <= self.retries:
+            while missing and tries <= max_retries:
+                if tries and until is not None:  # a retry must end in time, or it is not worth starting
+                    left_ms = 1000.0 * (until - time.monotonic()) - self._timeout_s(
+                        len(missing) * (_STATUS_OVERHEAD + _FB_LEN), 0.0) * 1000.0
+                    if left_ms <= 1.0:  # less than a reply's latency on any adapter
+                        break
+                    allowance_ms = min(allowance_ms, left_ms)
                 tries += 1
-                with _os_errors_as_port_errors(self.port, "sync read"):
-                    replies, corrupt = self._sync_read_once(port, missing, prefix)
+                self.counters.transactions += 1
+                self.counters.retries += tries > 1
+                with os_errors_as_port_errors(self.port, "sync read"):
+                    replies, corrupt, latency_s = self._sync_read_once(port, missing, prefix, allowance_ms)
+                if latency_s is not None:
+                    allowance_ms = min(allowance_ms, 2000.0 * latency_s + self.reply_gap_ms)
+                self.counters.corrupt += corrupt
                 prefix = b""
                 for servo_id, (data, error) in replies.items():
                     feedback[servo_id] = Feedback.from_block(data, error)
                     self.last_error[servo_id] = error
                 missing = [i for i in missing if i not in replies]
+                self.counters.timeouts += len(missing)
                 if missing:
                     self.log.debug("sync read: no reply from %s (try %d/%d, %d corrupt packets)",
-                                 missing, tries, self.retries + 1, corrupt)
+                                 missing, tries, max_retries + 1, corrupt)
         failures: dict[int, BusError] = {}
         for servo_id in missing:
             failures[servo_id] = (CorruptPacket(servo_id, tries, "sync read of the feedback block") if corrupt
                                   else BusTimeout(servo_id, tries, "sync read of the feedback block"))
         return feedback, failures
 
-    def _sync_read_once(self, port: Any, ids: Sequence[int], prefix: bytes = b"") -> tuple[dict[int, tuple[bytes, int]], int]:
+    def _sync_read_once(self, port: Any, ids: Sequence[int], prefix: bytes, allowance_ms: float,
+                        ) -> tuple[dict[int, tuple[bytes, int]], int, float | None]:
+        """One SYNC_READ: the replies that came, the malformed packet count, the first byte's latency (s)."""
         request = prefix + protocol.encode_instruction(protocol.BROADCAST_ID, protocol.Instruction.SYNC_READ,
                                                        bytes((_FB_ADDR, _FB_LEN, *ids)))
-        _discard_input(port)
+        discard_input(port)
         if port.writePort(request) != len(request):
             raise PortError(f"sync read: {len(request)}-byte request not written")
         wanted = set(ids)
         reply_bytes = len(ids) * (_STATUS_OVERHEAD + _FB_LEN)
-        deadline = time.monotonic() + self._timeout_s(reply_bytes)
+        sent = time.monotonic()
+        deadline = sent + self._timeout_s(reply_bytes, allowance_ms)
+        first_byte: float | None = None
         replies: dict[int, tuple[bytes, int]] = {}
         parser = protocol.PacketParser("status")
+        gap = self.reply_gap_ms / 1000.0
+        last_rx: float | None = None  # once replies flow, a quiet line means the rest are not coming
         while wanted and (remaining := deadline - time.monotonic()) > 0:
-            chunk = _read_available(port, remaining)
+            wait = remaining if last_rx is None else min(remaining, last_rx + gap - time.monotonic())
+            if wait <= 0:
+                break
+            chunk = read_available(port, wait)
+            if chunk:
+                last_rx = time.monotonic()
+                first_byte = first_byte if first_byte is not None else last_rx - sent
             for packet in parser.feed(chunk):
                 if isinstance(packet, protocol.StatusPacket) and packet.servo_id in wanted and len(packet.params) >= _FB_LEN:
                     replies[packet.servo_id] = (bytes(packet.params[:_FB_LEN]), packet.error)
                     wanted.discard(packet.servo_id)
-        return replies, _corrupt_count(parser)
+        return replies, _corrupt_count(parser), first_byte
 
     # --- discovery ------------------------------------------------------------------------------
 
     def broadcast_ping(self) -> tuple[dict[int, int], int]:
         """PING to 0xFE; returns ``({id: error byte}, corrupt packet count)`` of the answers."""
         port = self._require_port()
-        with self._lock, _os_errors_as_port_errors(self.port, "broadcast ping"):
-            _discard_input(port)
+        with self._lock, os_errors_as_port_errors(self.port, "broadcast ping"):
+            discard_input(port)
             port.writePort(protocol.encode_instruction(protocol.BROADCAST_ID, protocol.Instruction.PING, b""))
             # every possible id answers 6 bytes; stop early once the line stays quiet for a while
             deadline = time.monotonic() + self._timeout_s(_STATUS_OVERHEAD * scs.MAX_ID)
@@ -448,7 +433,7 @@ class FeetechBus:
             while (now := time.monotonic()) < deadline:
                 if found and now - last_rx > quiet:
                     break
-                chunk = _read_available(port, min(deadline - now, quiet))
+                chunk = read_available(port, min(deadline - now, quiet))
                 if chunk:
                     last_rx = time.monotonic()
                 for reply in parser.feed(chunk):
@@ -508,10 +493,10 @@ class FeetechBus:
 
     # --- helpers --------------------------------------------------------------------------------
 
-    def _timeout_s(self, reply_bytes: int) -> float:
-        """LeRobot's packet timeout for ``reply_bytes`` of replies, in seconds."""
+    def _timeout_s(self, reply_bytes: int, allowance_ms: float | None = None) -> float:
+        """LeRobot's packet timeout for ``reply_bytes`` of replies, in seconds (wire time + ``timeout_ms``)."""
         tx_ms = self._port.tx_time_per_byte if self._port is not None else 0.01
-        return (tx_ms * (reply_bytes + 3) + self.timeout_ms) / 1000.0
+        return (tx_ms * (reply_bytes + 3) + (self.timeout_ms if allowance_ms is None else allowance_ms)) / 1000.0
 
 
 def _patched_set_packet_timeout(bus: FeetechBus) -> Callable[[Any, int], None]:
@@ -529,59 +514,6 @@ def _sync_write_packet(register: Register, values: Mapping[int, int]) -> bytes:
         params.append(int(servo_id))
         params += encode_register(register, int(value))
     return protocol.encode_instruction(protocol.BROADCAST_ID, protocol.Instruction.SYNC_WRITE, params)
-
-
-def _waiting_read_port(port: Any, length: int) -> bytes:
-    """The SDK's ``readPort`` (a non-blocking read its receive loop calls back to back), made to
-    wait up to 1 ms for data first: the loop no longer spins a CPU core at 100 % while a reply is on
-    its way, which on a loaded machine also delayed the kernel work that delivers the reply."""
-    ser = port.ser
-    if not ser.in_waiting:
-        try:
-            select.select([ser.fileno()], [], [], 0.001)
-        except (AttributeError, OSError, ValueError):  # no fileno (Windows)
-            time.sleep(0.0002)
-    return ser.read(length)
-
-
-try:
-    from termios import error as _TermiosError  # tcflush/tcdrain on a vanished device (POSIX)
-except ImportError:  # pragma: no cover - Windows
-    _TermiosError = OSError  # type: ignore[assignment,misc]
-
-
-@contextlib.contextmanager
-def _os_errors_as_port_errors(port_name: str, what: str) -> Iterator[None]:
-    """A serial failure (adapter unplugged: pyserial's SerialException is an OSError; termios.error
-    is not) → PortError."""
-    try:
-        yield
-    except (OSError, _TermiosError) as err:
-        raise PortError(f"{what} on {port_name}: {err}") from err
-
-
-def _discard_input(port: Any) -> None:
-    """Drop late replies of an earlier transaction so they cannot be taken for this one's."""
-    with contextlib.suppress(Exception):
-        port.ser.reset_input_buffer()
-
-
-def _read_available(port: Any, wait_s: float) -> bytes:
-    """What the port holds now, waiting up to ``wait_s`` for the first byte without spinning."""
-    ser = port.ser
-    try:
-        fd = ser.fileno()
-    except (AttributeError, ValueError, OSError):  # no file descriptor (Windows): poll pyserial
-        if not ser.in_waiting:
-            time.sleep(min(max(0.0, wait_s), 0.0005))
-        return bytes(ser.read(ser.in_waiting))
-    ready, _, _ = select.select([fd], [], [], max(0.0, wait_s))
-    if not ready:
-        return b""
-    try:  # pyserial opens the port non-blocking: take everything there is in one system call
-        return os.read(fd, 4096)
-    except BlockingIOError:
-        return b""
 
 
 def _corrupt_count(parser: protocol.PacketParser) -> int:

@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Protocol
 
-from so101_description.joints import JOINTS
+from so101_common.joints import JOINTS
 from so101_driver.bus import FeetechBus
 from so101_driver.calibration import MAX_RAW, MID_RAW, MotorCalibration, default_calibration_path, save_calibration
 from so101_driver.control_table import Register

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from so101_description.joints import JOINT_NAMES, LEROBOT_STEPS_PER_TURN, JointSpecError, joint
+from so101_common.joints import JOINT_NAMES, LEROBOT_STEPS_PER_TURN, JointSpecError, joint
 from so101_driver.errors import CalibrationError
 
 __all__ = [

@@ -6,12 +6,18 @@ goal positions. Commands arrive by joint name (a subset is fine: the other joint
 are validated (:class:`~so101_driver.errors.CommandRejected` says why), clamped to the calibrated
 range and written on the next cycle.
 
-Faults never stop the loop: a servo that does not answer is marked faulted with the reason, its
-joint reads NaN, every goal is still written (the others keep working, the faulted one gets the
-held goal when it answers again) and the fault clears by itself on its next good reply. A port
-that fails (adapter unplugged) is closed and reopened every ``reconnect_interval_s``.
-Diagnostics come out as plain :class:`DiagnosticEntry` values that the node maps to
-``diagnostic_msgs``.
+Faults never stop the loop and never slow the healthy joints: a servo that does not answer is
+marked faulted with the reason, its joint reads NaN, every goal is still written (the others keep
+working, the faulted one gets the held goal when it answers again) and the fault clears by itself on
+its next good reply. After ``missing_after_failures`` failed cycles in a row the servo leaves the
+cycle's SYNC_READ (each cycle would otherwise wait for it) and is probed on its own, at most once a
+cycle, with a backoff from ``probe_interval_s`` doubling up to ``probe_interval_max_s``; it rejoins
+the cycle on its first reply. A port that is not there (yet) or fails (adapter unplugged) is reopened
+with a backoff from ``reconnect_initial_s`` doubling up to ``reconnect_interval_s``: :meth:`start`
+does not fail for a missing port, it waits, and the start actions (configuration, torque) run once
+the port opens. Diagnostics come out as plain :class:`~so101_driver.health.DiagnosticEntry` values
+(the node maps them to ``diagnostic_msgs``): fault rates per second beside the configured and
+achieved cycle rates, see :mod:`so101_driver.health`.
 """
 
 from __future__ import annotations
@@ -21,17 +27,17 @@ import math
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from enum import IntEnum
+from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
 
-from so101_description.joints import GRIPPER, JOINT_NAMES
-from so101_driver.bus import Feedback
+from so101_common.joints import GRIPPER, JOINT_NAMES
 from so101_driver.calibration import JointMapping, MotorCalibration
-from so101_driver.control_table import decode_error_bits
 from so101_driver.errors import BusError, CommandRejected, PortError
+from so101_driver.feedback import BusCounters, Feedback
+from so101_driver.health import DiagnosticEntry, FaultWindow, bus_status, rate_values, servo_entry
+from so101_driver.readings import CommandResult, CycleResult, JointSample, ServoTelemetry
 
 __all__ = [
     "BusLike",
@@ -41,9 +47,8 @@ __all__ = [
     "ServoTelemetry",
     "CycleResult",
     "CommandResult",
-    "Level",
     "DiagnosticEntry",
-]
+]  # Level, DiagnosticEntry (health) and the readings (readings) are re-exported: one import for users
 
 logger = logging.getLogger(__name__)
 
@@ -52,81 +57,41 @@ class BusLike(Protocol):
     """What the core needs of :class:`so101_driver.bus.FeetechBus` (a fake implements it in tests)."""
 
     port: str
-    is_connected: bool
+    counters: BusCounters
+
+    @property
+    def is_connected(self) -> bool: ...
 
     def connect(self) -> object: ...
     def close(self) -> None: ...
     def sync_read_feedback_partial(self, ids: Sequence[int], goals: Mapping[int, int] | None = None,
+                                   retries: int | None = None, budget_s: float | None = None,
                                    ) -> tuple[dict[int, Feedback], dict[int, BusError]]: ...
     def sync_write_goal_positions(self, goals: Mapping[int, int]) -> None: ...
     def set_torque(self, ids: Iterable[int], enabled: bool) -> None: ...
     def configure_lerobot(self, ids: Sequence[int], gripper_id: int | None = None) -> None: ...
 
 
-class Level(IntEnum):
-    """Same values as ``diagnostic_msgs/DiagnosticStatus``."""
-
-    OK = 0
-    WARN = 1
-    ERROR = 2
-    STALE = 3
-
-
-@dataclass(frozen=True)
-class DiagnosticEntry:
-    name: str
-    level: Level
-    message: str
-    hardware_id: str
-    values: dict[str, str] = field(default_factory=dict)
-
-
 @dataclass(frozen=True)
 class DriverConfig:
+    rate_hz: float = 100.0  # configured cycle rate (the caller's clock); 0: the achieved rate is not judged
     temperature_warn_c: float = 60.0  # WARN at or above this servo temperature
-    reconnect_interval_s: float = 1.0  # how often a failed port is reopened
+    voltage_warn_min_v: float = 0.0  # WARN below this supply voltage (0: off; 12 V arms: e.g. 10.5)
+    voltage_warn_max_v: float = 0.0  # WARN above this supply voltage (0: off)
+    voltage_sag_warn_fraction: float = 0.85  # WARN below this fraction of the highest voltage the servo reported (0: off)
+    current_warn_a: float = 2.0  # WARN at or above this |Present_Current| (0: off)
+    fault_warn_per_s: float = 1.0  # retries + timeouts + corrupt packets per second: WARN at or above
+    fault_error_per_s: float = 200.0  # ... ERROR at or above (a third of six servos' replies at 100 Hz)
+    rate_warn_fraction: float = 0.9  # achieved / configured cycle rate: WARN below
+    rate_error_fraction: float = 0.5  # ... ERROR below
+    retry_budget_fraction: float = 0.8  # retries of a cycle's read must end within this share of the period
+    missing_after_failures: int = 3  # failed cycles in a row before a servo leaves the cycle and is probed
+    probe_interval_s: float = 0.25  # first probe of a missing servo; the interval doubles after each miss
+    probe_interval_max_s: float = 2.0  # longest interval between probes of a missing servo
+    reconnect_initial_s: float = 0.1  # first retry of a missing/failed port; doubles after each failure
+    reconnect_interval_s: float = 1.0  # longest interval between tries to (re)open the port
     configure_servos: bool = False  # write LeRobot's servo settings at start (configure_lerobot)
     write_goals: bool = True  # False for a read-only arm (the leader): cycles only read
-
-
-@dataclass(frozen=True)
-class JointSample:
-    """Joint state in :attr:`DriverCore.names` order; NaN for joints whose servo did not answer."""
-
-    stamp: float  # clock() when the feedback arrived, s
-    names: tuple[str, ...]
-    position: np.ndarray  # rad
-    velocity: np.ndarray  # rad/s
-    effort: np.ndarray  # N·m, estimated from Present_Load
-    valid: np.ndarray  # bool: servo answered this cycle
-
-
-@dataclass(frozen=True)
-class ServoTelemetry:
-    joint: str
-    servo_id: int
-    feedback: Feedback | None  # None when the servo did not answer this cycle
-    faulted: bool
-    fault_reason: str
-    consecutive_failures: int
-    total_failures: int
-
-    @property
-    def flags(self) -> list[str]:
-        return [b.name for b in self.feedback.flags] if self.feedback else []
-
-
-@dataclass(frozen=True)
-class CycleResult:
-    sample: JointSample | None  # None when no servo answered
-    telemetry: tuple[ServoTelemetry, ...]
-    bus_ok: bool
-
-
-@dataclass(frozen=True)
-class CommandResult:
-    goals: dict[str, float]  # joint → goal actually applied (rad, after clamping)
-    clamped: tuple[str, ...]  # joints whose requested goal was outside the calibrated range
 
 
 @dataclass
@@ -136,6 +101,9 @@ class _ServoState:
     consecutive: int = 0
     total: int = 0
     feedback: Feedback | None = None
+    probe_interval: float = 0.0  # > 0: missing, out of the cycle's SYNC_READ, probed on its own
+    next_probe: float = 0.0
+    peak_voltage_v: float = 0.0  # highest supply voltage it reported (reference for sag warnings)
 
 
 class DriverCore:
@@ -156,13 +124,19 @@ class DriverCore:
         self._servos = {n: _ServoState() for n in self.names}
         # goal of each joint in steps; a joint's goal is known once it was read or commanded, and
         # only known goals are written (never a made-up goal for a servo never seen)
-        self._goal_raw = np.zeros(len(self.names), dtype=int)
+        self._goal_raw: np.ndarray = np.zeros(len(self.names), dtype=int)
         self._goal_known = np.zeros(len(self.names), dtype=bool)
         self._lock = threading.RLock()
         self.torque_enabled = False
         self.bus_error = ""  # non-empty while the port itself is failing
         self._next_reconnect = 0.0
+        self._reconnect_wait = self.config.reconnect_initial_s
+        self._reconnect_attempts = 0
+        self._pending_start: tuple[bool, bool] | None = None  # (torque_on, torque_off) once the port opens
         self.cycles = 0
+        self.missed_cycles = 0
+        self._last_cycle_start: float | None = None
+        self._window = FaultWindow(clock(), bus.counters)
         self.commands_accepted = 0
         self.commands_rejected = 0
         self.last_rejection = ""
@@ -170,17 +144,31 @@ class DriverCore:
 
     # --- life cycle ---------------------------------------------------------------------------
 
-    def start(self, torque_on: bool = False) -> None:
-        """Open the port, optionally configure the servos, read the arm once, optionally enable torque."""
+    def start(self, torque_on: bool = False, torque_off: bool = False) -> None:
+        """Open the port, optionally configure the servos, read the arm once, optionally set torque.
+
+        A port that cannot be opened is not an error here: the core waits for it (``bus_error`` says
+        why, :meth:`cycle` retries with backoff) and does the rest once it opens.
+        """
         with self._lock:
-            self.bus.connect()
-            if self.config.configure_servos:
-                gripper = self.calibration[GRIPPER.name].id if GRIPPER.name in self.calibration else None
-                self.bus.configure_lerobot(self.ids, gripper)
-            if torque_on:
-                self.set_torque(True)
-            else:
-                self.cycle()
+            try:
+                self.bus.connect()
+            except PortError as err:
+                self._pending_start = (torque_on, torque_off)
+                self._port_failed(err)
+                return
+            self._start_actions(torque_on, torque_off)
+
+    def _start_actions(self, torque_on: bool, torque_off: bool) -> None:
+        if self.config.configure_servos:
+            gripper = self.calibration[GRIPPER.name].id if GRIPPER.name in self.calibration else None
+            self.bus.configure_lerobot(self.ids, gripper)
+        if torque_on:
+            self.set_torque(True)
+        else:
+            if torque_off:
+                self.set_torque(False)
+            self.cycle()
 
     def stop(self, torque_off: bool = False) -> None:
         """Release the port (torque is left as it is unless ``torque_off``)."""
@@ -195,14 +183,19 @@ class DriverCore:
     # --- the cycle ----------------------------------------------------------------------------
 
     def cycle(self) -> CycleResult:
-        """Read every servo, then write every goal (one transaction each)."""
+        """Write every goal and read every present servo (one transfer); probe one missing servo if due."""
         with self._lock:
             started = self._clock()
+            self._count_missed(started)
             if not self._ensure_port():
                 return self._result(None)
             try:
-                feedback, failures = self.bus.sync_read_feedback_partial(self.ids, self._goals_to_write())
+                present = [i for i, n in zip(self.ids, self.names, strict=True) if not self._servos[n].probe_interval]
+                budget = self.config.retry_budget_fraction / self.config.rate_hz if self.config.rate_hz > 0 else None
+                feedback, failures = self.bus.sync_read_feedback_partial(present, self._goals_to_write(),
+                                                                         budget_s=budget)
                 stamp = self._clock()
+                self._probe_missing(feedback, failures)
                 sample = self._update(feedback, failures, stamp)
             except PortError as err:
                 self._port_failed(err)
@@ -212,29 +205,65 @@ class DriverCore:
             del self._cycle_times[:-200]
             return self._result(sample)
 
+    def _count_missed(self, started: float) -> None:
+        """Cycles the configured rate wanted since the previous one but that did not happen."""
+        last, self._last_cycle_start = self._last_cycle_start, started
+        if last is not None and self.config.rate_hz > 0:
+            self.missed_cycles += max(0, round((started - last) * self.config.rate_hz) - 1)
+
+    def _probe_missing(self, feedback: dict[int, Feedback], failures: dict[int, BusError]) -> None:
+        """Ask the missing servo whose probe is most overdue, alone and once (outside the cycle's read)."""
+        now = self._clock()
+        due = [(s.next_probe, i, n) for i, n in zip(self.ids, self.names, strict=True)
+               for s in (self._servos[n],) if s.probe_interval and s.next_probe <= now]
+        if not due:
+            return
+        _, servo_id, name = min(due)
+        got, missed = self.bus.sync_read_feedback_partial([servo_id], retries=0)
+        feedback.update(got)
+        failures.update(missed)
+        if servo_id not in got:  # still missing: back off
+            state = self._servos[name]
+            state.probe_interval = min(2 * state.probe_interval, self.config.probe_interval_max_s)
+            state.next_probe = now + state.probe_interval
+
     def _ensure_port(self) -> bool:
         if self.bus.is_connected and not self.bus_error:
             return True
         now = self._clock()
         if now < self._next_reconnect:
             return False
-        self._next_reconnect = now + self.config.reconnect_interval_s
+        self._reconnect_attempts += 1
         try:
             self.bus.close()
             self.bus.connect()
         except BusError as err:
             self.bus_error = str(err)
+            self._reconnect_wait = min(2 * self._reconnect_wait, self.config.reconnect_interval_s)
+            self._next_reconnect = now + self._reconnect_wait
             self.log.debug("reconnect to %s failed: %s", self.bus.port, err)
+            if self._reconnect_attempts % max(1, round(10.0 / self.config.reconnect_interval_s)) == 0:
+                self.log.warning("still waiting for %s (%d tries): %s", self.bus.port, self._reconnect_attempts, err)
             return False
-        self.log.info("port %s reopened", self.bus.port)
+        self.log.info("port %s open after %d tries", self.bus.port, self._reconnect_attempts)
         self.bus_error = ""
+        self._reconnect_wait = self.config.reconnect_initial_s
+        self._reconnect_attempts = 0
+        if self._pending_start is not None:
+            pending, self._pending_start = self._pending_start, None
+            try:
+                self._start_actions(*pending)
+            except BusError as err:
+                self.log.error("start on %s failed after the port opened: %s", self.bus.port, err)
         return True
 
     def _port_failed(self, err: BusError) -> None:
         if not self.bus_error:
-            self.log.error("bus on %s failed: %s", self.bus.port, err)
+            self.log.error("bus on %s failed: %s; retrying with backoff up to every %g s", self.bus.port, err,
+                           self.config.reconnect_interval_s)
         self.bus_error = str(err) or type(err).__name__
-        self._next_reconnect = self._clock() + self.config.reconnect_interval_s
+        self._reconnect_wait = self.config.reconnect_initial_s
+        self._next_reconnect = self._clock() + self._reconnect_wait
         for state in self._servos.values():
             state.feedback = None
 
@@ -247,17 +276,12 @@ class DriverCore:
             fb = feedback.get(servo_id)
             state.feedback = fb
             if fb is None:
-                err = failures.get(servo_id)
-                reason = str(err) if err is not None else f"no reply from servo {servo_id}"
-                if not state.faulted:
-                    self.log.warning("%s (servo %d) faulted: %s", name, servo_id, reason)
-                state.faulted, state.reason = True, reason
-                state.consecutive += 1
-                state.total += 1
+                self._servo_failed(name, servo_id, state, failures.get(servo_id), stamp)
                 continue
             if state.faulted:
                 self.log.info("%s (servo %d) answers again after %d failed cycles", name, servo_id, state.consecutive)
-            state.faulted, state.reason, state.consecutive = False, "", 0
+            state.faulted, state.reason, state.consecutive, state.probe_interval = False, "", 0, 0.0
+            state.peak_voltage_v = max(state.peak_voltage_v, fb.voltage_v)
             valid[k] = True
             raw_pos[k], raw_vel[k], raw_load[k] = fb.position, fb.velocity, fb.load
         if not valid.any():
@@ -267,6 +291,23 @@ class DriverCore:
             self._goal_raw = np.where(new, self.mapping.clamp_raw(raw_pos), self._goal_raw)
             self._goal_known = self._goal_known | new
         return self._sample(stamp, raw_pos, raw_vel, raw_load, valid)
+
+    def _servo_failed(self, name: str, servo_id: int, state: _ServoState, err: BusError | None, now: float) -> None:
+        if state.probe_interval:  # missing: not in this cycle's read, or its probe failed again
+            state.consecutive += 1
+            return
+        reason = str(err) if err is not None else f"no reply from servo {servo_id}"
+        if not state.faulted:
+            self.log.warning("%s (servo %d) faulted: %s", name, servo_id, reason)
+        state.faulted, state.reason = True, reason
+        state.consecutive += 1
+        state.total += 1
+        if state.consecutive >= self.config.missing_after_failures:
+            state.probe_interval = self.config.probe_interval_s
+            state.next_probe = now + state.probe_interval
+            self.log.warning("%s (servo %d) out of the control cycle after %d failed cycles; probed every %g s "
+                             "(backing off to %g s)", name, servo_id, state.consecutive, state.probe_interval,
+                             self.config.probe_interval_max_s)
 
     def _sample(self, stamp: float, raw_pos: np.ndarray, raw_vel: np.ndarray, raw_load: np.ndarray,
                 valid: np.ndarray) -> JointSample:
@@ -286,7 +327,7 @@ class DriverCore:
     def telemetry(self) -> tuple[ServoTelemetry, ...]:
         return tuple(
             ServoTelemetry(name, servo_id, s.feedback, s.faulted or bool(self.bus_error),
-                           self.bus_error or s.reason, s.consecutive, s.total)
+                           self.bus_error or s.reason, s.consecutive, s.total, s.probe_interval)
             for name, servo_id in zip(self.names, self.ids, strict=True)
             for s in (self._servos[name],)
         )
@@ -390,62 +431,36 @@ class DriverCore:
         return len(times) / sum(times) if times and sum(times) > 0 else 0.0
 
     def diagnostics(self, prefix: str = "so101_driver") -> list[DiagnosticEntry]:
+        """The bus entry (rates since the previous call) and one entry per servo."""
         with self._lock:
             telemetry = self.telemetry()
             entries = [self._bus_entry(prefix, telemetry)]
             goals = self.goals()
-            entries += [self._servo_entry(prefix, t, goals.get(t.joint)) for t in telemetry]
+            entries += [servo_entry(prefix, self.config, t, goals.get(t.joint), self._servos[t.joint].peak_voltage_v)
+                        for t in telemetry]
             return entries
 
     def _bus_entry(self, prefix: str, telemetry: Sequence[ServoTelemetry]) -> DiagnosticEntry:
         faulted = [t.joint for t in telemetry if t.faulted]
-        if self.bus_error:
-            level, message = Level.ERROR, f"port failing: {self.bus_error}"
-        elif len(faulted) == len(telemetry):
-            level, message = Level.ERROR, "no servo answers"
-        elif faulted:
-            level, message = Level.WARN, f"servos not answering: {', '.join(faulted)}"
-        else:
-            level, message = Level.OK, "all servos answering"
+        rates = self._window.rates(self._clock(), self.bus.counters, self.cycles, self.missed_cycles)
+        port_error = f"{self.bus_error} (waiting for the port, retry every <= {self.config.reconnect_interval_s:g} s)" \
+            if self.bus_error else ""
+        level, message = bus_status(self.config, rates, port_error, faulted, len(telemetry))
+        counters = self.bus.counters
         values = {
             "port": self.bus.port,
             "torque_enabled": str(self.torque_enabled),
             "cycles": str(self.cycles),
             "cycle_capacity_hz": f"{self.cycle_rate_hz():.1f}",
+            **rate_values(self.config, rates),
+            "retries": str(counters.retries),
+            "timeouts": str(counters.timeouts),
+            "corrupt_packets": str(counters.corrupt),
+            "missed_cycles": str(self.missed_cycles),
             "commands_accepted": str(self.commands_accepted),
             "commands_rejected": str(self.commands_rejected),
             "last_rejection": self.last_rejection,
             "faulted_joints": ",".join(faulted),
+            "probed_joints": ",".join(t.joint for t in telemetry if t.probe_interval_s),
         }
         return DiagnosticEntry(f"{prefix}: bus", level, message, self.bus.port, values)
-
-    def _servo_entry(self, prefix: str, t: ServoTelemetry, goal: float | None) -> DiagnosticEntry:
-        values = {"servo_id": str(t.servo_id), "consecutive_failures": str(t.consecutive_failures),
-                  "total_failures": str(t.total_failures)}
-        if goal is not None:
-            values["goal_rad"] = f"{goal:.4f}"
-        fb = t.feedback
-        if t.faulted or fb is None:
-            values["fault"] = t.fault_reason
-            return DiagnosticEntry(f"{prefix}: {t.joint}", Level.ERROR, t.fault_reason or "no data",
-                                   f"servo {t.servo_id}", values)
-        values.update({
-            "position_raw": str(fb.position),
-            "velocity_raw": str(fb.velocity),
-            "load_permille": str(fb.load),
-            "voltage_v": f"{fb.voltage_v:.1f}",
-            "temperature_c": str(fb.temperature),
-            "current_a": f"{fb.current_a:.3f}",
-            "moving": str(fb.moving),
-            "status_bits": f"0x{fb.status:02X}",
-            "error_byte": f"0x{fb.error:02X}",
-            "errors": ",".join(b.name for b in decode_error_bits(fb.status | fb.error)),
-        })
-        flags = decode_error_bits(fb.status | fb.error)
-        if flags:
-            return DiagnosticEntry(f"{prefix}: {t.joint}", Level.ERROR,
-                                   "servo reports " + ", ".join(b.name for b in flags), f"servo {t.servo_id}", values)
-        if fb.temperature >= self.config.temperature_warn_c:
-            return DiagnosticEntry(f"{prefix}: {t.joint}", Level.WARN, f"hot: {fb.temperature} °C",
-                                   f"servo {t.servo_id}", values)
-        return DiagnosticEntry(f"{prefix}: {t.joint}", Level.OK, "ok", f"servo {t.servo_id}", values)

@@ -3,8 +3,9 @@
     ros2 run so101_driver driver --ros-args -p port:=/dev/ttyACM0 -p robot_id:=my_arm
 
 A plain node (not a lifecycle node): it opens the port and reads the arm in its constructor (a
-port or calibration problem ends the process with a clear message and exit code 1) and releases the
-port when it is destroyed (Ctrl-C / SIGTERM). Logic lives in :class:`DriverCore`; parameters: README.
+calibration problem ends the process with a clear message and exit code 1; a port that is not there
+yet is waited for, with ERROR on ``/diagnostics`` and a log line, and reopened the same way when it is
+lost) and releases the port when it is destroyed (Ctrl-C / SIGTERM). Logic lives in :class:`DriverCore`; parameters: README.
 """
 
 from __future__ import annotations
@@ -12,21 +13,24 @@ from __future__ import annotations
 import logging
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
 
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rclpy.node import Node
 from sensor_msgs.msg import JointState
 from std_srvs.srv import Trigger
 
-from so101_description.joints import JOINT_NAMES
-from so101_description.node_runner import run_node
+from so101_common.joints import JOINT_NAMES
 from so101_driver.bus import FeetechBus
 from so101_driver.calibration import load_calibration, resolve_calibration_path
 from so101_driver.driver_core import DriverConfig, DriverCore, JointSample
 from so101_driver.errors import CommandRejected, DriverError
+from so101_driver.parameters import ArmParameters, FollowerParameters
+from so101_ros.node_params import declare_parameters
+from so101_ros.node_runner import run_node
 
-__all__ = ["ArmNode", "DriverNode", "main", "run_node"]
-
+__all__ = ["ArmNode", "DriverNode", "main", "node_python_logger", "run_node"]
 
 class _RosLogHandler(logging.Handler):
     """Forwards this package's Python log records to the node's ROS logger."""
@@ -47,33 +51,46 @@ class _RosLogHandler(logging.Handler):
             self._logger.debug(text)
 
 
+def node_python_logger(node: Node) -> tuple[logging.Logger, logging.Handler]:
+    """The Python logger for ``node``'s core and bus: its records go to the node's ROS logger only.
+
+    It does not propagate to the root logger (an application's ``logging.basicConfig``, e.g. ``so101
+    demo``, would otherwise print the bus's DEBUG lines), and its level follows the ROS logger's
+    (``--ros-args --log-level debug`` shows them).
+    """
+    pylog = logging.getLogger(f"so101_driver.node.{node.get_name()}")
+    pylog.propagate = False
+    pylog.setLevel(int(node.get_logger().get_effective_level()) or logging.INFO)
+    handler = _RosLogHandler(node)
+    pylog.addHandler(handler)
+    return pylog, handler
+
+
 class ArmNode(Node):
     """Reads one SO-101 through :class:`DriverCore` and publishes its joint states and diagnostics."""
 
     role = "follower"
     state_topic = "joint_states"
+    parameters: type[ArmParameters] = FollowerParameters
+    parameter_defaults: dict[str, object] = {}  # where this node's defaults differ from the dataclass's
 
-    def __init__(self, name: str, write_goals: bool, **kwargs: object) -> None:
+    def __init__(self, name: str, write_goals: bool, **kwargs: Any) -> None:
         super().__init__(name, **kwargs)
         # the core's and the bus's messages go to this node's ROS logger (one Python logger per node)
-        self._pylog = logging.getLogger(f"so101_driver.node.{self.get_name()}")
-        self._pylog.setLevel(logging.DEBUG)
-        self._log_handler = _RosLogHandler(self)
-        self._pylog.addHandler(self._log_handler)
-        p = self._declare(
-            port="/dev/ttyACM0", baudrate=1_000_000, calibration_file="", robot_id=f"so101_{self.role}",
-            rate_hz=100.0, diagnostics_rate_hz=1.0, joint_names=list(JOINT_NAMES), timeout_ms=20.0, retries=1,
-        )
-        if p["rate_hz"] <= 0 or p["diagnostics_rate_hz"] <= 0:
+        self._pylog, self._log_handler = node_python_logger(self)
+        self.params = p = declare_parameters(self, self.parameters, **self.parameter_defaults)
+        if p.rate_hz <= 0 or p.diagnostics_rate_hz <= 0:
             raise DriverError("rate_hz and diagnostics_rate_hz must be > 0")
-        names = list(p["joint_names"])
+        names = list(p.joint_names)
         if sorted(names) != sorted(JOINT_NAMES):
             raise DriverError(f"joint_names must be the SO-101 joints {list(JOINT_NAMES)} (any order), got {names}")
-        path = resolve_calibration_path(p["calibration_file"], p["robot_id"], self.role, p["port"])
+        path = resolve_calibration_path(p.calibration_file, p.robot_id, self.role, p.port)
         calibration = load_calibration(path)
-        self.get_logger().info(f"calibration {path}; bus {p['port']} at {p['baudrate']} baud")
-        bus = FeetechBus(p["port"], p["baudrate"], timeout_ms=p["timeout_ms"], retries=p["retries"], log=self._pylog)
-        self.core = DriverCore(bus, calibration, names, self._core_config(write_goals), log=self._pylog)
+        self.get_logger().info(f"calibration {path}; bus {p.port} at {p.baudrate} baud")
+        bus = FeetechBus(p.port, p.baudrate, timeout_ms=p.timeout_ms, retries=p.retries, log=self._pylog,
+                         reply_gap_ms=p.reply_gap_ms)
+        config = replace(self._core_config(write_goals), rate_hz=float(p.rate_hz), **p.health_thresholds())
+        self.core = DriverCore(bus, calibration, names, config, log=self._pylog)
         self.state_pub = self.create_publisher(JointState, self.state_topic, 10)
         self.diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
         try:
@@ -82,11 +99,8 @@ class ArmNode(Node):
             self.core.stop()  # a failed start still releases the port
             raise
         self._started = True
-        self.create_timer(1.0 / p["rate_hz"], self._tick)
-        self.create_timer(1.0 / p["diagnostics_rate_hz"], self._publish_diagnostics)
-
-    def _declare(self, **defaults: object) -> dict[str, object]:
-        return {name: self.declare_parameter(name, value).value for name, value in defaults.items()}
+        self.create_timer(1.0 / p.rate_hz, self._tick)
+        self.create_timer(1.0 / p.diagnostics_rate_hz, self._publish_diagnostics)
 
     def _core_config(self, write_goals: bool) -> DriverConfig:
         return DriverConfig(write_goals=write_goals)
@@ -132,20 +146,24 @@ class ArmNode(Node):
 class DriverNode(ArmNode):
     """The follower: also takes ``joint_command`` and offers ``~/enable_torque`` / ``~/disable_torque``."""
 
-    def __init__(self, **kwargs: object) -> None:
+    def __init__(self, **kwargs: Any) -> None:
         super().__init__("so101_driver", write_goals=True, **kwargs)
         self.create_subscription(JointState, "joint_command", self._on_command, 10)
         self.create_service(Trigger, "~/enable_torque", lambda req, res: self._torque(True, res))
         self.create_service(Trigger, "~/disable_torque", lambda req, res: self._torque(False, res))
 
     def _core_config(self, write_goals: bool) -> DriverConfig:
-        p = self._declare(configure_servos=False, torque_on_start=True)
-        self._torque_on_start = bool(p["torque_on_start"])
-        return DriverConfig(write_goals=write_goals, configure_servos=bool(p["configure_servos"]))
+        p = self.params
+        assert isinstance(p, FollowerParameters)
+        self._torque_on_start = p.torque_on_start
+        return DriverConfig(write_goals=write_goals, configure_servos=p.configure_servos)
 
     def start_core(self) -> None:
         self.core.start(torque_on=self._torque_on_start)
-        self.get_logger().info(f"driver running, torque {'on' if self.core.torque_enabled else 'off'}")
+        if self.core.bus_error:
+            self.get_logger().error(f"waiting for {self.core.bus.port}: {self.core.bus_error}")
+        else:
+            self.get_logger().info(f"driver running, torque {'on' if self.core.torque_enabled else 'off'}")
 
     def _on_command(self, msg: JointState) -> None:
         try:

@@ -1,4 +1,4 @@
-"""ROS 2 node of the SO-101 leader arm: reads it with torque off and publishes ``/leader/joint_states``.
+"""ROS 2 node of the SO-101 leader arm: reads it with torque off and publishes ``leader/joint_states``.
 
     ros2 run so101_driver leader --ros-args -p port:=/dev/ttyACM1 -p robot_id:=my_leader
 
@@ -11,25 +11,31 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
+from typing import Any
 
-from so101_description.node_runner import run_node
 from so101_driver.driver_node import ArmNode
 from so101_driver.errors import DriverError
+from so101_driver.parameters import LEADER_DEFAULTS, ArmParameters
+from so101_ros.node_runner import run_node
 
 __all__ = ["LeaderNode", "main"]
 
 
 class LeaderNode(ArmNode):
     role = "leader"
-    state_topic = "/leader/joint_states"
+    state_topic = "leader/joint_states"
+    parameters = ArmParameters
+    parameter_defaults = LEADER_DEFAULTS
 
-    def __init__(self, **kwargs: object) -> None:
+    def __init__(self, **kwargs: Any) -> None:
         super().__init__("so101_leader", write_goals=False, **kwargs)
 
     def start_core(self) -> None:
-        self.core.start()
-        self.core.set_torque(False)
-        self.get_logger().info("leader running (torque off)")
+        self.core.start(torque_off=True)
+        if self.core.bus_error:
+            self.get_logger().error(f"waiting for {self.core.bus.port}: {self.core.bus_error}")
+        else:
+            self.get_logger().info("leader running (torque off)")
 
 
 def main(args: Sequence[str] | None = None) -> int:

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from lerobot.motors.motors_bus import MotorCalibration as LeRobotCalibration
 
-from so101_description.joints import GRIPPER, JOINT_NAMES, gripper_percent_to_rad, joint
+from so101_common.joints import GRIPPER, JOINT_NAMES, gripper_percent_to_rad, joint
 from so101_driver.calibration import (
     JointMapping,
     MotorCalibration,
@@ -48,7 +48,7 @@ def test_written_text_matches_lerobot_draccus(cals):
     theirs = {n: LeRobotCalibration(**dataclasses.asdict(c)) for n, c in cals.items()}
     buffer = io.StringIO()
     with draccus.config_type("json"):
-        draccus.dump(theirs, buffer, indent=4)
+        draccus.dump(theirs, buffer, indent=4)  # type: ignore[type-var]  # draccus encodes a dict of dataclasses too
     assert calibration_to_json(cals) == buffer.getvalue()
 
 

@@ -1,101 +1,22 @@
-"""DriverCore against an in-memory fake bus: units, commands, validation, faults and recovery."""
+"""DriverCore against an in-memory fake bus (conftest.py): units, commands, validation, faults and recovery."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-from so101_description.joints import JOINT_NAMES
-from so101_driver.bus import Feedback
-from so101_driver.calibration import load_calibration, raw_to_rad
-from so101_driver.driver_core import DriverConfig, DriverCore, Level
-from so101_driver.errors import BusError, BusTimeout, CommandRejected, PortError
-
-FIXTURE = Path(__file__).parent / "fixtures" / "so_follower_my_arm.json"
-
-
-class FakeBus:
-    """Servo positions follow goals instantly; faults are set per id."""
-
-    def __init__(self, cals) -> None:
-        self.port = "/dev/fake"
-        self.is_connected = False
-        self.positions = {c.id: (c.range_min + c.range_max) // 2 for c in cals.values()}
-        self.unplugged: set[int] = set()
-        self.status: dict[int, int] = {}
-        self.port_broken = False
-        self.writes: list[dict[int, int]] = []
-        self.torque: dict[int, int] = dict.fromkeys(self.positions, 0)
-        self.connects = 0
-        self.configured: tuple | None = None
-
-    def connect(self):
-        if self.port_broken:
-            raise PortError("cannot open /dev/fake: gone")
-        self.is_connected = True
-        self.connects += 1
-        return self
-
-    def close(self) -> None:
-        self.is_connected = False
-
-    def sync_read_feedback_partial(self, ids: Sequence[int], goals: Mapping[int, int] | None = None):
-        if goals:  # written just before the read, in the same transfer
-            self.sync_write_goal_positions(goals)
-        if self.port_broken:
-            raise PortError("write failed: device disconnected")
-        fb, failures = {}, {}
-        for i in ids:
-            if i in self.unplugged:
-                failures[i] = BusTimeout(i, 3, "sync read of the feedback block")
-            else:
-                fb[i] = Feedback(self.positions[i], 10, -200, 121, 30, self.status.get(i, 0), False, 12)
-        return fb, failures
-
-    def sync_write_goal_positions(self, goals: Mapping[int, int]) -> None:
-        if self.port_broken:
-            raise PortError("write failed: device disconnected")
-        self.writes.append(dict(goals))
-        for i, g in goals.items():
-            if i not in self.unplugged:
-                self.positions[i] = g
-
-    def set_torque(self, ids: Iterable[int], enabled: bool) -> None:
-        for i in ids:
-            if i in self.unplugged:
-                raise BusTimeout(i, 3, "write Torque_Enable")
-            self.torque[i] = int(enabled)
-
-    def configure_lerobot(self, ids, gripper_id=None) -> None:
-        self.configured = (list(ids), gripper_id)
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.t = 0.0
-
-    def __call__(self) -> float:
-        self.t += 0.001
-        return self.t
+from so101_common.diagnostics import Level
+from so101_common.joints import JOINT_NAMES
+from so101_driver.calibration import raw_to_rad
+from so101_driver.driver_core import DriverConfig, DriverCore
+from so101_driver.errors import BusError, BusTimeout, CommandRejected
 
 
 @pytest.fixture
-def cals():
-    return load_calibration(FIXTURE)
-
-
-@pytest.fixture
-def bus(cals):
-    return FakeBus(cals)
-
-
-@pytest.fixture
-def core(bus, cals):
-    core = DriverCore(bus, cals, clock=Clock())
+def core(bus, cals, tick_clock):
+    core = DriverCore(bus, cals, clock=tick_clock)
     core.start()
     return core
 
@@ -187,12 +108,16 @@ def test_unplugged_servo_faults_holds_and_recovers(core, bus, cals):
     result = core.cycle()
     assert result.sample.valid.all() and not result.telemetry[k].faulted
     assert result.telemetry[k].total_failures == 2
+    recovered = {d.name: d for d in core.diagnostics()}
+    assert recovered["so101_driver: elbow_flex"].level == Level.OK
+    # the timeout of the cycle after the previous report is still reported once, as a rate
+    assert recovered["so101_driver: bus"].level == Level.WARN and "timeouts 1.0/s" in recovered["so101_driver: bus"].message
     assert {d.level for d in core.diagnostics()} == {Level.OK}
 
 
-def test_servo_missing_at_start_gets_no_made_up_goal(bus, cals):
+def test_servo_missing_at_start_gets_no_made_up_goal(bus, cals, tick_clock):
     bus.unplugged.add(5)
-    core = DriverCore(bus, cals, clock=Clock())
+    core = DriverCore(bus, cals, clock=tick_clock)
     core.start()
     core.cycle()
     assert "wrist_roll" not in core.goals()
@@ -202,8 +127,8 @@ def test_servo_missing_at_start_gets_no_made_up_goal(bus, cals):
     assert "wrist_roll" in core.goals()
 
 
-def test_port_failure_and_reconnect(bus, cals):
-    clock = Clock()
+def test_port_failure_and_reconnect(bus, cals, tick_clock):
+    clock = tick_clock
     core = DriverCore(bus, cals, clock=clock, config=DriverConfig(reconnect_interval_s=0.5))
     core.start()
     bus.port_broken = True

@@ -1,7 +1,8 @@
-"""Compensator step latency with the shipped model, beside a passthrough step measured in the same run.
+"""GapONet benchmarks, each beside a baseline measured in the same run.
 
-A step is what the node does per policy command: history update (``update_measured``), model,
-clipping and output assembly (``compensate``). Target: p99 ≤ 0.2 ms.
+- Compensator step latency with the shipped compensator, beside a passthrough step. A step is what
+  the node does per policy command: history update, model, clipping, output. Target: p99 ≤ 0.2 ms.
+(The sim-delta model's benchmarks: :mod:`so101_sim2real.sim_delta.bench`.)
 """
 
 from __future__ import annotations
@@ -11,11 +12,11 @@ from pathlib import Path
 
 import numpy as np
 
-from so101_description.joints import JOINT_NAMES
+from so101_common.bench import BenchResult, percentile, time_calls
+from so101_common.joints import JOINT_NAMES
 from so101_gaponet.compensator import Compensator, CompensatorConfig
 from so101_gaponet.make_default import DEFAULT_MODEL as SHIPPED_MODEL
 from so101_gaponet.model_file import load_model
-from so101_testing.bench import BenchResult, percentile, time_calls
 
 __all__ = ["benchmarks", "SHIPPED_MODEL"]
 

@@ -95,7 +95,10 @@ class Compensator:
         self.enabled = config.enabled
         joints = len(config.joints)
         if model is not None:
-            model.metadata.check_against(config.joints)
+            model.metadata.check_against(config.joints, role="compensator")
+            if model.metadata.future_steps != 1:
+                raise CompensatorError(f"{model.path}: the model reads {model.metadata.future_steps} command rows; "
+                                       "this compensator supplies the current command only (future_steps 1)")
         self._history_len = model.metadata.history if model is not None else 1
         bounds = config.delta_bounds if config.delta_bounds is not None else (
             model.metadata.delta_bounds if model is not None else (0.0,) * joints)
@@ -166,7 +169,7 @@ class Compensator:
             self._push_row()
         compensated = fault = False
         if self.model is not None and self.enabled and self.warm:
-            raw = self.model.delta(self.history(), command)
+            raw = self.model.delta(self.history(), command[None, :])
             if np.isfinite(raw).all():
                 self._shape_delta(raw)
                 compensated = True

@@ -22,11 +22,11 @@ from rclpy.qos import QoSProfile, qos_profile_sensor_data
 from sensor_msgs.msg import JointState
 from std_srvs.srv import SetBool
 
-from so101_description.joints import JOINT_NAMES, JointSpecError, reorder
-from so101_description.node_runner import run_node
+from so101_common.joints import JOINT_NAMES, JointSpecError, reorder
 from so101_gaponet.compensator import Compensator, CompensatorConfig, CompensatorError
 from so101_gaponet.metadata import ModelFileError
 from so101_gaponet.model_file import load_model
+from so101_ros.node_runner import run_node
 
 __all__ = ["CompensatorNode", "main"]
 
@@ -53,10 +53,10 @@ class CompensatorNode(Node):
             delta_smoothing_s=float(smoothing) if smoothing is not None else None), model)
         self.joints = joints
         self.add_on_set_parameters_callback(self._on_set_parameters)
-        self._out = self.create_publisher(JointState, "/gaponet/joint_command", QoSProfile(depth=10))
+        self._out = self.create_publisher(JointState, "gaponet/joint_command", QoSProfile(depth=10))
         self._diag = self.create_publisher(DiagnosticArray, "/diagnostics", QoSProfile(depth=10))
-        self.create_subscription(JointState, "/policy/joint_command", self._on_command, QoSProfile(depth=10))
-        self.create_subscription(JointState, "/joint_states", self._on_state, qos_profile_sensor_data)
+        self.create_subscription(JointState, "policy/joint_command", self._on_command, QoSProfile(depth=10))
+        self.create_subscription(JointState, "joint_states", self._on_state, qos_profile_sensor_data)
         self.create_service(SetBool, "~/enable", self._on_enable)
         self.create_timer(float(self.get_parameter("diagnostics_period").value), self._publish_diagnostics)
         self.get_logger().info(f"compensator: {self.core.status()['mode']}" + (f", model {model_path}" if model else ""))

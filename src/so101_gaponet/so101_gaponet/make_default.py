@@ -19,9 +19,9 @@ from pathlib import Path
 
 import numpy as np
 
+from so101_gaponet.export import train_and_export
 from so101_gaponet.model_file import load_model
 from so101_gaponet.synthetic import closed_loop_check, make_dataset, tracking_rms
-from so101_gaponet.train_cli import train_and_export
 
 __all__ = ["CHECK_PROFILES", "DEFAULT_MODEL", "DEFAULT_SETTINGS", "main"]
 
@@ -44,8 +44,9 @@ def main(argv: list[str] | None = None) -> int:
         figures = train_and_export([dataset], candidate, "onnx", **DEFAULT_SETTINGS)
         print("trained: " + ", ".join(f"{k} {v:.4g}" for k, v in figures.items()))
         model = load_model(candidate)
+        slew = model.metadata.delta_slew_limit
         print(f"Δ bounds {np.round(model.metadata.delta_bounds, 4).tolist()} rad, slew limit "
-              f"{np.round(model.metadata.delta_slew_limit, 4).tolist()} rad/step")
+              f"{np.round(slew, 4).tolist() if slew is not None else 'none'} rad/step")
         checks = {profile: closed_loop_check(model, profile=profile) for profile in CHECK_PROFILES}
         for profile, check in checks.items():
             print(f"closed-loop check on the synthetic arm {profile!r}: {check.describe()}")

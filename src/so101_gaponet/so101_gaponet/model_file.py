@@ -5,7 +5,7 @@
 
 The format is recognised from the content (a TorchScript archive is a zip), not the suffix.
 :func:`load_model` refuses anything that does not fit: missing file, not a model, missing or
-invalid metadata, another schema version, joints or rate other than the node's, or a graph whose
+invalid metadata, another schema version, joints, rate or role other than its user's, or a graph whose
 input/output shapes disagree with the metadata.
 """
 
@@ -59,9 +59,9 @@ def _onnx_metadata(path: Path, data: bytes) -> tuple[Any, GapModelMetadata]:
 
 def _check_onnx_shapes(path: Path, session: Any, meta: GapModelMetadata) -> None:
     inputs, outputs = session.get_inputs(), session.get_outputs()
-    expected_in = [(meta.history, meta.history_columns), (meta.num_joints,)]
+    expected_in = [(meta.history, meta.history_columns), (meta.future_steps, meta.num_joints)]
     if len(inputs) != 2 or len(outputs) != 1:
-        raise ModelFileError(f"{path}: expected 2 inputs (history, target) and 1 output, got {len(inputs)} and {len(outputs)}")
+        raise ModelFileError(f"{path}: expected 2 inputs (history, commands) and 1 output, got {len(inputs)} and {len(outputs)}")
     for arg, tail in zip(inputs, expected_in, strict=True):
         shape = list(arg.shape)
         if len(shape) != len(tail) + 1 or [int(s) for s in shape[1:] if isinstance(s, int)] != list(tail):
@@ -92,18 +92,19 @@ def read_metadata(path: str | Path) -> GapModelMetadata:
     return load_model(path).metadata
 
 
-def load_model(path: str | Path, joints: Sequence[str] | None = None, rate_hz: float | None = None) -> GapModel:
-    """Load and validate a model file; ``joints``/``rate_hz`` are the node's configuration to check against."""
+def load_model(path: str | Path, joints: Sequence[str] | None = None, rate_hz: float | None = None,
+               role: str | None = None) -> GapModel:
+    """Load and validate a model file; ``joints``/``rate_hz``/``role`` are its user's configuration to check against."""
     path = Path(path)
     data = _read_bytes(path)
     model: GapModel
     if zipfile.is_zipfile(io.BytesIO(data)):
         module, meta = _load_torchscript(path, data)
-        meta.check_against(joints, rate_hz)
+        _checked(path, meta, joints, rate_hz, role)
         model = TorchScriptGapModel(path, meta, module)
     else:
         _proto, meta = _onnx_metadata(path, data)
-        meta.check_against(joints, rate_hz)
+        _checked(path, meta, joints, rate_hz, role)
         try:
             session = OnnxGapModel.make_session(data)
         except Exception as err:  # onnxruntime raises its own exception types for invalid graphs
@@ -111,15 +112,24 @@ def load_model(path: str | Path, joints: Sequence[str] | None = None, rate_hz: f
         _check_onnx_shapes(path, session, meta)
         model = OnnxGapModel(path, meta, session)
     _probe(path, model)
-    _log.info("loaded %s model %s (%s, history %d at %g Hz)", model.format_name, path, meta.model_kind, meta.history, meta.rate_hz)
+    _log.info("loaded %s model %s (%s %s, history %d, %d command rows at %g Hz)", model.format_name, path, meta.role,
+              meta.model_kind, meta.history, meta.future_steps, meta.rate_hz)
     return model
+
+
+def _checked(path: Path, meta: GapModelMetadata, joints: Sequence[str] | None, rate_hz: float | None, role: str | None) -> None:
+    try:
+        meta.check_against(None if joints is None else tuple(joints), rate_hz, role)
+    except ModelFileError as err:
+        raise ModelFileError(f"{path}: {err}") from err
 
 
 def _probe(path: Path, model: GapModel) -> None:
     """Run the model once on zeros: catches graphs whose real shapes differ from the declared ones."""
     meta = model.metadata
     try:
-        out = model.run_normalised(np.zeros((1, meta.history, meta.history_columns), np.float32), np.zeros((1, meta.num_joints), np.float32))
+        out = model.run_normalised(np.zeros((1, meta.history, meta.history_columns), np.float32),
+                                   np.zeros((1, meta.future_steps, meta.num_joints), np.float32))
     except Exception as err:  # backend-specific errors for shape mismatches
         raise ModelFileError(f"{path}: the model fails on inputs of the declared shapes: {err}") from err
     if tuple(np.shape(out)) != (1, meta.num_joints):
@@ -127,21 +137,22 @@ def _probe(path: Path, model: GapModel) -> None:
 
 
 def save_onnx(module: Any, meta: GapModelMetadata, path: str | Path) -> Path:
-    """Export a torch module with ``forward(history, target)`` to ONNX and attach the metadata."""
+    """Export a torch module with ``forward(history, commands)`` to ONNX and attach the metadata."""
     import onnx
     import torch
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     module = module.eval()
-    example = (torch.zeros(1, meta.history, meta.history_columns), torch.zeros(1, meta.num_joints))
+    example = (torch.zeros(1, meta.history, meta.history_columns), torch.zeros(1, meta.future_steps, meta.num_joints))
     buffer = io.BytesIO()
     # The TorchScript-based exporter: ~0.1 s for these small graphs where the torch.export-based one
     # (dynamo=True) takes several seconds; both give the same graph here. Its deprecation notice is muted.
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
-        torch.onnx.export(module, example, buffer, input_names=["history", "target"], output_names=["delta"],
-                          dynamic_axes={"history": {0: "batch"}, "target": {0: "batch"}, "delta": {0: "batch"}},
+        torch.onnx.export(module, example, buffer,  # type: ignore[arg-type]  # a file object works; torch annotates paths only
+                          input_names=["history", "commands"], output_names=["delta"],
+                          dynamic_axes={"history": {0: "batch"}, "commands": {0: "batch"}, "delta": {0: "batch"}},
                           opset_version=17, dynamo=False)
     proto = onnx.load_model_from_string(buffer.getvalue())
     entry = proto.metadata_props.add()
@@ -153,7 +164,7 @@ def save_onnx(module: Any, meta: GapModelMetadata, path: str | Path) -> Path:
 
 
 def save_torchscript(module: Any, meta: GapModelMetadata, path: str | Path) -> Path:
-    """Script a torch module with ``forward(history, target)`` and save it with the metadata."""
+    """Script a torch module with ``forward(history, commands)`` and save it with the metadata."""
     import torch
 
     path = Path(path)

@@ -22,7 +22,7 @@ _log = logging.getLogger(__name__)
 
 
 class GapModel(ABC):
-    """A loaded compensation model: ``delta(history, target)`` in physical units (rad)."""
+    """A loaded gap model (either role): ``delta(history, commands)`` in physical units (rad)."""
 
     format_name: str = ""
 
@@ -32,26 +32,29 @@ class GapModel(ABC):
         norm = metadata.normalisation
         self._history_mean = np.asarray(norm.history_mean, dtype=np.float32)
         self._history_scale = 1.0 / np.asarray(norm.history_std, dtype=np.float32)
-        self._target_mean = np.asarray(norm.target_mean, dtype=np.float32)
-        self._target_scale = 1.0 / np.asarray(norm.target_std, dtype=np.float32)
+        self._command_mean = np.asarray(norm.command_mean, dtype=np.float32)
+        self._command_scale = 1.0 / np.asarray(norm.command_std, dtype=np.float32)
         self._delta_mean = np.asarray(norm.delta_mean, dtype=np.float64)
         self._delta_std = np.asarray(norm.delta_std, dtype=np.float64)
         # Preallocated, normalised model inputs (batch of one).
         self._history_in = np.zeros((1, metadata.history, metadata.history_columns), dtype=np.float32)
-        self._target_in = np.zeros((1, metadata.num_joints), dtype=np.float32)
+        self._commands_in = np.zeros((1, metadata.future_steps, metadata.num_joints), dtype=np.float32)
 
-    def delta(self, history: np.ndarray, target: np.ndarray) -> np.ndarray:
-        """Δ (rad, unclipped, float64, shape ``(J,)``) for raw ``history`` ``(H, F·J)`` and ``target`` ``(J,)``."""
+    def delta(self, history: np.ndarray, commands: np.ndarray) -> np.ndarray:
+        """Δ (rad, unclipped, float64, ``(J,)``) for raw ``history`` ``(H, F·J)`` and ``commands`` ``(future_steps, J)``.
+
+        ``commands[0]`` is the current command, the rows after it the upcoming ones.
+        """
         np.subtract(history, self._history_mean, out=self._history_in[0], casting="unsafe")
         self._history_in[0] *= self._history_scale
-        np.subtract(target, self._target_mean, out=self._target_in[0], casting="unsafe")
-        self._target_in[0] *= self._target_scale
-        raw = self.run_normalised(self._history_in, self._target_in)
+        np.subtract(commands, self._command_mean, out=self._commands_in[0], casting="unsafe")
+        self._commands_in[0] *= self._command_scale
+        raw = self.run_normalised(self._history_in, self._commands_in)
         return raw.reshape(-1).astype(np.float64) * self._delta_std + self._delta_mean
 
     @abstractmethod
-    def run_normalised(self, history: np.ndarray, target: np.ndarray) -> np.ndarray:
-        """The bare model on normalised float32 inputs ``(B, H, F·J)``, ``(B, J)`` → ``(B, J)``."""
+    def run_normalised(self, history: np.ndarray, commands: np.ndarray) -> np.ndarray:
+        """The bare model on normalised float32 inputs ``(B, H, F·J)``, ``(B, future_steps, J)`` → ``(B, J)``."""
 
     def describe(self) -> dict[str, Any]:
         """A flat summary for diagnostics and logs."""
@@ -59,8 +62,10 @@ class GapModel(ABC):
         return {
             "model_path": str(self.path),
             "model_format": self.format_name,
+            "model_role": meta.role,
             "model_kind": meta.model_kind,
             "history": meta.history,
+            "future_steps": meta.future_steps,
             "rate_hz": meta.rate_hz,
             "horizon": meta.horizon,
             "trained_on": ",".join(str(d) for d in meta.provenance.get("datasets", [])),
@@ -91,8 +96,8 @@ class OnnxGapModel(GapModel):
         options.log_severity_level = 3
         return ort.InferenceSession(model_bytes, sess_options=options, providers=["CPUExecutionProvider"])
 
-    def run_normalised(self, history: np.ndarray, target: np.ndarray) -> np.ndarray:
-        feeds = {self._input_names[0]: history, self._input_names[1]: target}
+    def run_normalised(self, history: np.ndarray, commands: np.ndarray) -> np.ndarray:
+        feeds = {self._input_names[0]: history, self._input_names[1]: commands}
         return self._session.run(self._output_names, feeds)[0]
 
 
@@ -110,14 +115,14 @@ class TorchScriptGapModel(GapModel):
         self._module = module.eval()
         # Tensors sharing memory with the preallocated numpy inputs: no copy per step.
         self._history_tensor = torch.from_numpy(self._history_in)
-        self._target_tensor = torch.from_numpy(self._target_in)
+        self._commands_tensor = torch.from_numpy(self._commands_in)
 
-    def run_normalised(self, history: np.ndarray, target: np.ndarray) -> np.ndarray:
+    def run_normalised(self, history: np.ndarray, commands: np.ndarray) -> np.ndarray:
         torch = self._torch
         with torch.no_grad():
-            if history is self._history_in and target is self._target_in:
-                out = self._module(self._history_tensor, self._target_tensor)
+            if history is self._history_in and commands is self._commands_in:
+                out = self._module(self._history_tensor, self._commands_tensor)
             else:
                 out = self._module(torch.from_numpy(np.ascontiguousarray(history, dtype=np.float32)),
-                                   torch.from_numpy(np.ascontiguousarray(target, dtype=np.float32)))
+                                   torch.from_numpy(np.ascontiguousarray(commands, dtype=np.float32)))
         return out.numpy()

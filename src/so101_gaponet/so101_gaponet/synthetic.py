@@ -22,9 +22,10 @@ from pathlib import Path
 
 import numpy as np
 
-from so101_description.joints import JOINT_NAMES, JOINTS
+from so101_common.joints import JOINT_NAMES, JOINTS
+from so101_common.paired_dataset import PairedDataset, PairedEpisode
+from so101_common.trajectory import causal_velocity
 from so101_gaponet.compensator import Compensator, CompensatorConfig
-from so101_gaponet.paired_data import Episode, causal_velocity, write_dataset
 from so101_gaponet.runtime import GapModel
 
 __all__ = ["ArmProfile", "PROFILES", "ClosedLoopCheck", "closed_loop_check", "simulate_real", "simulate_closed_loop",
@@ -209,12 +210,11 @@ def make_dataset(path: str | Path, profile: str = "default", episodes: int = 6, 
         sim = np.vstack([command[:1], command[:-1]])
         time = np.arange(samples) / rate_hz
         nan = np.full_like(command, np.nan)
-        arrays = {
-            "command": command,
-            "real_position": real, "real_velocity": causal_velocity(real, time), "real_effort": nan,
-            "sim_position": sim, "sim_velocity": causal_velocity(sim, time), "sim_effort": nan,
-        }
-        written.append(Episode(f"synthetic_{profile}_{index:03d}", time, arrays))
+        written.append(PairedEpisode(
+            name=f"synthetic_{profile}_{index:03d}", time=time, command=command,
+            real_position=real, real_velocity=causal_velocity(real, time), real_effort=nan,
+            sim_position=sim, sim_velocity=causal_velocity(sim, time), sim_effort=nan,
+        ))
     extra = {"source": "so101_gaponet.synthetic", "profile": profile, "seed": seed,
              "real_arm": {"lag_s": arm.lag_s, "backlash_rad": arm.backlash_rad, "sag_rad": arm.sag_rad}}
-    return write_dataset(path, rate_hz, JOINT_NAMES, written, extra)
+    return PairedDataset(rate_hz=rate_hz, episodes=written, metadata=extra).save(path)

@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import argparse
-import warnings
+import sys
 from pathlib import Path
 
-import numpy as np
+__all__ = ["add_arguments", "run"]
 
-__all__ = ["add_arguments", "run", "train_and_export"]
+TORCHSCRIPT_SUFFIXES = (".pt", ".pth", ".ts")  # any other suffix gets ONNX, the data-only format
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dataset", action="append", required=True, type=Path, help="paired dataset folder (repeatable)")
-    parser.add_argument("--arch", choices=("deeponet", "mlp"), default="deeponet", help="network (default deeponet)")
+    parser.add_argument("--arch", choices=("deeponet", "transformer", "mlp", "linear"), default="deeponet",
+                        help="network (default deeponet)")
     parser.add_argument("--history", type=int, default=4, help="history rows the model reads (default 4)")
     parser.add_argument("--horizon", type=int, default=5,
                         help="steps over which the target trajectory is reached, ≈ the arm's lag in steps (default 5)")
@@ -27,48 +28,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--delta-l2", type=float, default=0.05, help="weight of the L2 penalty pulling Δ toward 0 (default 0.05)")
     parser.add_argument("--out", type=Path, required=True, help="model file to write, e.g. models/NAME.onnx")
     parser.add_argument("--format", choices=("onnx", "torchscript"), default=None,
-                        help="file format (default: from the suffix: .onnx → onnx, else torchscript)")
-
-
-def train_and_export(datasets: list[Path], out: Path, file_format: str, **settings: object) -> dict[str, float]:
-    """Train, export, reload the file and check it reproduces the torch module; returns loss figures."""
-    import torch
-
-    from so101_gaponet.model_file import load_model, save_onnx, save_torchscript
-    from so101_gaponet.train import TrainConfig, train
-
-    result = train(datasets, TrainConfig(**settings))  # type: ignore[arg-type]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", FutureWarning)  # torch.jit deprecation notices
-        (save_onnx if file_format == "onnx" else save_torchscript)(result.module, result.metadata, out)
-        model = load_model(out)
-    meta = result.metadata
-    rng = np.random.default_rng(0)
-    history = rng.standard_normal((8, meta.history, meta.history_columns)).astype(np.float32)
-    target = rng.standard_normal((8, meta.num_joints)).astype(np.float32)
-    with torch.no_grad():
-        expected = result.module(torch.from_numpy(history), torch.from_numpy(target)).numpy()
-    got = np.vstack([model.run_normalised(history[i:i + 1], target[i:i + 1]) for i in range(len(history))])
-    error = float(np.max(np.abs(got - expected)))
-    if error > 1e-4:
-        raise RuntimeError(f"exported model differs from the trained one by {error:.2e}")
-    return {"initial_validation_loss": result.initial_validation_loss, "validation_loss": result.validation_losses[-1],
-            "train_loss": result.train_losses[-1], "export_max_abs_error": error}
+                        help="file format (default: from the suffix: .pt/.pth/.ts → torchscript, else onnx). "
+                             "ONNX is data; TorchScript files are code (torch.jit.load runs them), shared ones "
+                             "are a risk to whoever loads them")
 
 
 def run(args: argparse.Namespace) -> int:
+    from so101_common.paired_dataset import DatasetError
+    from so101_gaponet.export import train_and_export
     from so101_gaponet.metadata import ModelFileError
-    from so101_gaponet.paired_data import DatasetError
     from so101_gaponet.train import TrainingError
 
-    file_format = args.format or ("onnx" if args.out.suffix == ".onnx" else "torchscript")
+    file_format = args.format or ("torchscript" if args.out.suffix in TORCHSCRIPT_SUFFIXES else "onnx")
     try:
         figures = train_and_export(args.dataset, args.out, file_format, arch=args.arch, history=args.history,
                                    horizon=args.horizon, epochs=args.epochs, hidden=args.hidden, seed=args.seed,
                                    delta_bound=args.delta_bound, delta_slew=args.delta_slew,
                                    delta_smoothing_s=args.delta_smoothing, delta_l2=args.delta_l2)
     except (DatasetError, TrainingError, ModelFileError, RuntimeError) as err:
-        print(f"error: {err}")
+        print(f"so101 train-gaponet: error: {err}", file=sys.stderr)
         return 1
     print(f"wrote {args.out} ({file_format}, {args.out.stat().st_size} bytes): validation loss "
           f"{figures['initial_validation_loss']:.4f} → {figures['validation_loss']:.4f}, "

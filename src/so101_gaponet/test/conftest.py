@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -24,15 +23,15 @@ class ErrorFeedbackModel(GapModel):
 
     def __init__(self, template: GapModelMetadata, gain: float, sign_flip: bool = False) -> None:
         columns, joints = template.history_columns, template.num_joints
-        norm = Normalisation((0.0,) * columns, (1.0,) * columns, (0.0,) * joints, (1.0,) * joints,
-                             (0.0,) * joints, (1.0,) * joints)
-        super().__init__(Path("feedback"), dataclasses.replace(template, normalisation=norm))
+        norm = Normalisation(history_mean=(0.0,) * columns, history_std=(1.0,) * columns, command_mean=(0.0,) * joints,
+                             command_std=(1.0,) * joints, delta_mean=(0.0,) * joints, delta_std=(1.0,) * joints)
+        super().__init__(Path("feedback"), template.model_copy(update={"normalisation": norm}))
         self.gain, self.sign_flip, self.calls = gain, sign_flip, 0
 
-    def run_normalised(self, history: np.ndarray, target: np.ndarray) -> np.ndarray:
+    def run_normalised(self, history: np.ndarray, commands: np.ndarray) -> np.ndarray:
         self.calls += 1
         sign = -1.0 if self.sign_flip and self.calls % 2 else 1.0  # a model that chatters step to step
-        return sign * self.gain * (target - history[:, -1, :6])
+        return sign * self.gain * (commands[:, 0] - history[:, -1, :6])
 
 
 @pytest.fixture()

@@ -7,8 +7,6 @@ the arm rings there, which is what the whole-graph settle test caught on the old
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 import pytest
 
@@ -31,8 +29,8 @@ def test_shipped_model_settles_and_tracks_no_worse(profile: str) -> None:
 def test_check_catches_a_high_gain_compensator(feedback_model) -> None:
     # The one-step inverse of a 100 ms lag at 50 Hz is a gain of ~4.5 on the position error.
     model = feedback_model(gain=4.5)
-    model.metadata = dataclasses.replace(model.metadata, delta_bounds=(0.35,) * 6, delta_slew_limit=None,
-                                         delta_smoothing_s=0.0)
+    model.metadata = model.metadata.model_copy(update={"delta_bounds": (0.35,) * 6, "delta_slew_limit": None,
+                                                       "delta_smoothing_s": 0.0})
     check = closed_loop_check(model, profile="stiff_delayed")
     assert not check.settled and not check.passed
     assert check.sine_variation.max() > 0.05, check.describe()

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from so101_description.joints import JOINT_NAMES
+from so101_common.joints import JOINT_NAMES
 from so101_gaponet.compensator import Compensator, CompensatorConfig, CompensatorError
 from so101_gaponet.model_file import load_model, save_onnx
 

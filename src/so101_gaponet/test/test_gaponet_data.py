@@ -1,28 +1,27 @@
-"""Paired dataset reading (documented layout) and the shipped default model."""
+"""The synthetic paired dataset (written in the one paired-dataset format) and the shipped default model."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
-import pytest
 
-from so101_description.joints import JOINT_NAMES
+from so101_common.joints import JOINT_NAMES
+from so101_common.paired_dataset import PairedDataset
+from so101_common.trajectory import causal_velocity
 from so101_gaponet import load_model
 from so101_gaponet.make_default import DEFAULT_MODEL, DEFAULT_SETTINGS
-from so101_gaponet.paired_data import DatasetError, causal_velocity, read_dataset
 from so101_gaponet.synthetic import PROFILES, make_dataset, simulate_real, tracking_rms
 
 
 def test_synthetic_dataset_round_trip(tmp_path: Path) -> None:
-    data = read_dataset(make_dataset(tmp_path / "d", profile="default", episodes=2, seconds=2.0, seed=3))
-    assert data.rate_hz == 50.0 and data.joints == JOINT_NAMES and data.profile == "default"
+    data = PairedDataset.load(make_dataset(tmp_path / "d", profile="default", episodes=2, seconds=2.0, seed=3))
+    assert data.rate_hz == 50.0 and data.joint_names == JOINT_NAMES and data.metadata["profile"] == "default"
     episode = data.episodes[0]
-    np.testing.assert_allclose(episode["real_position"], simulate_real(episode["command"], 50.0, PROFILES["default"]))
-    np.testing.assert_allclose(episode["sim_position"][1:], episode["command"][:-1])
-    np.testing.assert_allclose(episode["real_velocity"], causal_velocity(episode["real_position"], episode.time))
-    assert np.isnan(episode["real_effort"]).all()
+    np.testing.assert_allclose(episode.real_position, simulate_real(episode.command, 50.0, PROFILES["default"]))
+    np.testing.assert_allclose(episode.sim_position[1:], episode.command[:-1])
+    np.testing.assert_allclose(episode.real_velocity, causal_velocity(episode.real_position, episode.time))
+    assert np.isnan(episode.real_effort).all()
 
 
 def test_synthetic_arm_shows_the_documented_gap() -> None:
@@ -34,21 +33,6 @@ def test_synthetic_arm_shows_the_documented_gap() -> None:
     assert abs(real[55, pan] - (0.5 * (1 - np.exp(-1)) - np.radians(0.5))) < 1e-3
     assert abs(real[-1, pan] - (0.5 - np.radians(0.5))) < 1e-3  # settles half the backlash short
     assert real[-1, lift] < real[-1, pan] - 0.01  # gravity sag on shoulder_lift
-
-
-@pytest.mark.parametrize(("edit", "message"), [
-    (lambda root: (root / "dataset.json").unlink(), "no dataset.json"),
-    (lambda root: (root / "dataset.json").write_text("{"), "cannot read"),
-    (lambda root: (root / "dataset.json").write_text(json.dumps({"schema_version": 7})), "schema_version 7"),
-    (lambda root: (root / "episodes" / "synthetic_lag_000.npz").write_bytes(b"junk"), "cannot read episode"),
-    (lambda root: np.savez(root / "episodes" / "synthetic_lag_000.npz", time=np.zeros(3), command=np.zeros((3, 6)),
-                           real_position=np.zeros((4, 6))), "real_position has shape"),
-])
-def test_bad_datasets_are_refused(tmp_path: Path, edit, message: str) -> None:
-    root = make_dataset(tmp_path / "d", profile="lag", episodes=1, seconds=1.0)
-    edit(root)
-    with pytest.raises(DatasetError, match=message):
-        read_dataset(root)
 
 
 def test_shipped_model_fits_the_joint_spec_and_says_how_it_was_made() -> None:

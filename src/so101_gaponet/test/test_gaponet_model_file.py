@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import warnings
 from pathlib import Path
@@ -12,7 +11,7 @@ import onnx
 import pytest
 import torch
 
-from so101_description.joints import JOINT_NAMES
+from so101_common.joints import JOINT_NAMES
 from so101_gaponet.metadata import METADATA_KEY, GapModelMetadata
 from so101_gaponet.model_file import ModelFileError, load_model, save_onnx, save_torchscript
 
@@ -40,7 +39,8 @@ def test_good_files_load_with_matching_configuration(tiny) -> None:
         assert model.format_name == fmt
         assert model.metadata == result.metadata
         assert model.describe()["model_kind"] == result.metadata.model_kind
-        assert model.delta(np.zeros((3, 18)), np.zeros(6)).shape == (6,)
+        assert model.delta(np.zeros((3, 18)), np.zeros((1, 6))).shape == (6,)
+        assert model.describe()["model_role"] == "compensator"
 
 
 @pytest.mark.parametrize("content", [None, b"", b"\x00\x01garbage" * 10, b"just some text\n"])
@@ -65,7 +65,7 @@ def test_metadata_missing_or_not_json(tiny, tmp_path: Path) -> None:
         load_model(_with_props(tiny[1], tmp_path / "a.onnx", None))
     with pytest.raises(ModelFileError, match="not valid JSON"):
         load_model(_with_props(tiny[1], tmp_path / "b.onnx", "{not json"))
-    with pytest.raises(ModelFileError, match="lacks the field 'normalisation'"):
+    with pytest.raises(ModelFileError, match="metadata normalisation: Field required"):
         record = json.loads(tiny[0].metadata.to_json())
         del record["normalisation"]
         load_model(_with_props(tiny[1], tmp_path / "c.onnx", json.dumps(record)))
@@ -82,30 +82,42 @@ def test_torchscript_without_metadata(tmp_path: Path, tiny) -> None:
 
 @pytest.mark.parametrize(("changes", "message"), [
     ({"schema_version": 99}, "schema version 99 not supported"),
-    ({"joints": ["a", "b", "c", "d", "e", "f"]}, "do not match the joint spec"),
-    ({"model_kind": "transformer"}, "model kind 'transformer' unknown"),
-    ({"history": 0}, "history must be"),
-    ({"rate_hz": -5}, "rate_hz must be"),
+    ({"schema_version": 1}, "schema version 1 not supported"),
+    ({"joints": ["a", "b", "c", "d", "e", "f"]}, "joints: .*do not match the joint spec"),
+    ({"model_kind": "resnet"}, "model_kind: Input should be 'deeponet', 'transformer', 'mlp' or 'linear'"),
+    ({"role": "controller"}, "role: Input should be 'compensator' or 'sim_delta'"),
+    ({"history": 0}, "history: Input should be greater than or equal to 1"),
+    ({"future_steps": 0}, "future_steps: Input should be greater than or equal to 1"),
+    ({"future_steps": 3}, "input 'commands' has shape"),
+    ({"rate_hz": -5}, "rate_hz: Input should be greater than 0"),
     ({"delta_bounds": [0.1] * 5}, "delta_bounds: expected a list of 6"),
-    ({"delta_bounds": [0.1, 0.1, 0.1, 0.1, 0.1, -1]}, "delta_bounds: values must be > 0"),
+    ({"delta_bounds": [0.1, 0.1, 0.1, 0.1, 0.1, -1]}, r"delta_bounds\.5: Input should be greater than 0"),
     ({"history_features": ["real_position"]}, "input layout"),
     ({"delta_slew_limit": [0.01] * 5}, "delta_slew_limit: expected a list of 6"),
-    ({"delta_slew_limit": [0.01, 0.01, 0.01, 0.01, 0.01, 0.0]}, "delta_slew_limit: values must be > 0"),
-    ({"delta_smoothing_s": -0.1}, "delta_smoothing_s must be ≥ 0"),
+    ({"delta_slew_limit": [0.01, 0.01, 0.01, 0.01, 0.01, 0.0]}, r"delta_slew_limit\.5: Input should be greater than 0"),
+    ({"delta_smoothing_s": -0.1}, "delta_smoothing_s: Input should be greater than or equal to 0"),
+    ({"unknown_key": 1}, "unknown_key: Extra inputs are not permitted"),
 ])
 def test_invalid_metadata_fields(tiny, tmp_path: Path, changes: dict, message: str) -> None:
     with pytest.raises(ModelFileError, match=message):
         load_model(_edited(tiny[1], tmp_path / "m.onnx", **changes))
 
 
-def test_slew_and_smoothing_travel_in_the_file_and_older_files_have_none(tiny, tmp_path: Path) -> None:
+def test_slew_and_smoothing_travel_in_the_file_and_are_optional(tiny, tmp_path: Path) -> None:
     meta = load_model(tiny[1]).metadata
     assert meta.delta_slew_limit == tiny[0].metadata.delta_slew_limit
+    assert meta.delta_slew_limit is not None
     np.testing.assert_allclose(meta.delta_slew_limit, np.array(meta.delta_bounds) / 10)  # the training default
     record = json.loads(meta.to_json())
-    del record["delta_slew_limit"], record["delta_smoothing_s"]  # a file written before the fields existed
-    older = load_model(_with_props(tiny[1], tmp_path / "old.onnx", json.dumps(record))).metadata
-    assert older.delta_slew_limit is None and older.delta_smoothing_s == 0.0
+    del record["delta_slew_limit"], record["delta_smoothing_s"], record["future_steps"]  # optional fields
+    plain = load_model(_with_props(tiny[1], tmp_path / "plain.onnx", json.dumps(record))).metadata
+    assert plain.delta_slew_limit is None and plain.delta_smoothing_s == 0.0 and plain.future_steps == 1
+
+
+def test_role_is_checked_against_its_user(tiny) -> None:
+    assert load_model(tiny[1], role="compensator").metadata.role == "compensator"
+    with pytest.raises(ModelFileError, match="model role is 'compensator' but it is used as 'sim_delta'"):
+        load_model(tiny[1], role="sim_delta")
 
 
 def test_node_configuration_mismatch(tiny) -> None:
@@ -118,7 +130,7 @@ def test_node_configuration_mismatch(tiny) -> None:
 def test_graph_shapes_that_disagree_with_the_metadata(tiny, tmp_path: Path) -> None:
     result, onnx_path, _ = tiny
     # metadata says history 5 while the graph was built for 3 (normalisation resized to stay valid)
-    meta = dataclasses.replace(result.metadata, history=5)
+    meta = result.metadata.model_copy(update={"history": 5})
     with pytest.raises(ModelFileError, match="input 'history' has shape"):
         load_model(_with_props(onnx_path, tmp_path / "h.onnx", meta.to_json()))
     # TorchScript has no declared shapes: the probe run on the declared shapes fails
@@ -130,19 +142,19 @@ def test_graph_shapes_that_disagree_with_the_metadata(tiny, tmp_path: Path) -> N
 
 
 def test_onnx_export_refuses_invalid_metadata_early() -> None:
-    with pytest.raises(ModelFileError):
-        GapModelMetadata.from_json(json.dumps({"schema_version": 1}))
+    with pytest.raises(ModelFileError, match="metadata role: Field required"):
+        GapModelMetadata.from_json(json.dumps({"schema_version": 2}))
 
 
 def test_five_joint_model_against_six_joint_node(lag_dataset, tmp_path: Path, tiny) -> None:
     result = tiny[0]
     norm = result.metadata.normalisation
-    meta = dataclasses.replace(
-        result.metadata, joints=JOINT_NAMES[:5], delta_bounds=result.metadata.delta_bounds[:5],
+    meta = GapModelMetadata.model_validate(result.metadata.model_dump() | dict(
+        joints=JOINT_NAMES[:5], delta_bounds=result.metadata.delta_bounds[:5],
         delta_slew_limit=result.metadata.delta_slew_limit[:5],
-        normalisation=dataclasses.replace(norm, history_mean=norm.history_mean[:15], history_std=norm.history_std[:15],
-                                          target_mean=norm.target_mean[:5], target_std=norm.target_std[:5],
-                                          delta_mean=norm.delta_mean[:5], delta_std=norm.delta_std[:5]))
+        normalisation=dict(history_mean=norm.history_mean[:15], history_std=norm.history_std[:15],
+                           command_mean=norm.command_mean[:5], command_std=norm.command_std[:5],
+                           delta_mean=norm.delta_mean[:5], delta_std=norm.delta_std[:5])))
     path = save_onnx(result.module, result.metadata, tmp_path / "six.onnx")
     with pytest.raises(ModelFileError, match="has shape"):
         load_model(_with_props(path, tmp_path / "five.onnx", meta.to_json()))

@@ -10,7 +10,7 @@ from rclpy.executors import SingleThreadedExecutor
 from sensor_msgs.msg import JointState
 from std_srvs.srv import SetBool
 
-from so101_description.joints import JOINT_NAMES
+from so101_common.joints import JOINT_NAMES
 from so101_gaponet.make_default import DEFAULT_MODEL as SHIPPED_MODEL
 from so101_gaponet.model_file import load_model
 from so101_testing import NodeProcess, wait_for
@@ -114,6 +114,7 @@ def test_node_composes_in_process_with_the_shipped_yaml() -> None:
         assert node.core.model is not None and node.core.status()["mode"] == "compensating"
         meta = load_model(SHIPPED_MODEL).metadata
         np.testing.assert_allclose(node.core.delta_bounds, meta.delta_bounds)
+        assert node.core.delta_slew_limit is not None and meta.delta_slew_limit is not None
         np.testing.assert_allclose(node.core.delta_slew_limit, meta.delta_slew_limit)
         assert node.core.delta_smoothing_s == meta.delta_smoothing_s > 0
         node.destroy_node()

@@ -14,11 +14,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from so101_description.joints import JOINT_NAMES
+from so101_common.joints import JOINT_NAMES
+from so101_common.paired_dataset import PairedDataset
 from so101_gaponet import train_cli
 from so101_gaponet.compensator import Compensator, CompensatorConfig
 from so101_gaponet.model_file import load_model
-from so101_gaponet.paired_data import read_dataset
 from so101_gaponet.synthetic import PROFILES, make_command, make_dataset, simulate_real
 from so101_gaponet.train import TrainConfig, TrainingError, build_samples, train
 
@@ -26,13 +26,13 @@ ALPHA = 1 - math.exp(-0.02 / PROFILES["lag"].lag_s)
 
 
 def test_samples_follow_the_documented_objective(lag_dataset: Path) -> None:
-    history, target, delta = build_samples(read_dataset(lag_dataset), history=2, horizon=1)
+    history, target, delta = build_samples(PairedDataset.load(lag_dataset), history=2, horizon=1)
     q_now = history[:, -1, :6]
     np.testing.assert_allclose(delta, (target - q_now) * (1 / ALPHA - 1), atol=1e-9)
     # Horizon K: the target is the mean real position over the next K steps, Δ = command − that mean.
-    episode = read_dataset(lag_dataset).episodes[0]
-    history, target, delta = build_samples(read_dataset(lag_dataset), history=2, horizon=5)
-    q, command = episode["real_position"], episode["command"]
+    episode = PairedDataset.load(lag_dataset).episodes[0]
+    history, target, delta = build_samples(PairedDataset.load(lag_dataset), history=2, horizon=5)
+    q, command = episode.real_position, episode.command
     np.testing.assert_allclose(target[0], q[2:7].mean(axis=0), atol=1e-12)  # t = 1 (second row of history)
     np.testing.assert_allclose(delta[0], command[1] - q[2:7].mean(axis=0), atol=1e-12)
 
@@ -48,9 +48,9 @@ def test_cli_trains_a_model_that_learns_the_known_inverse(lag_dataset: Path, tmp
     assert provenance["final_validation_loss"] < 0.05 * provenance["initial_validation_loss"]
 
     # Fresh episodes of the same arm: the learned Δ matches the closed-form inverse and leads the motion.
-    fresh = read_dataset(make_dataset(tmp_path / "fresh", profile="lag", episodes=1, seconds=8.0, seed=99))
+    fresh = PairedDataset.load(make_dataset(tmp_path / "fresh", profile="lag", episodes=1, seconds=8.0, seed=99))
     history, target, known = build_samples(fresh, history=2, horizon=1)
-    learned = np.array([model.delta(h, y) for h, y in zip(history, target, strict=True)])
+    learned = np.array([model.delta(h, y[None]) for h, y in zip(history, target, strict=True)])
     r2 = 1 - np.sum((learned - known) ** 2) / np.sum((known - known.mean(axis=0)) ** 2)
     assert r2 > 0.9, r2
     moving = np.abs(known) > 0.02
@@ -82,7 +82,7 @@ def test_compensated_arm_tracks_better(tmp_path: Path, lag_dataset: Path) -> Non
 
 def test_training_refuses_bad_settings_and_data(tmp_path: Path) -> None:
     with pytest.raises(TrainingError, match="unknown arch"):
-        TrainConfig(arch="transformer")
+        TrainConfig(arch="resnet")
     args = argparse.Namespace(dataset=[tmp_path / "nowhere"], arch="mlp", history=2, horizon=1, epochs=1, hidden=8,
                               seed=0, delta_bound=None, delta_slew=None, delta_smoothing=0.0, delta_l2=0.05,
                               out=tmp_path / "x.onnx", format=None)

@@ -17,11 +17,12 @@ import time
 from collections import deque
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from so101_description.joints import JOINT_NAMES
-from so101_testing.bench import BenchResult, time_calls
+from so101_common.bench import BenchResult, time_calls
+from so101_common.joints import JOINT_NAMES
 
 __all__ = ["benchmarks"]
 
@@ -35,11 +36,11 @@ def _median_ms(samples: list[float]) -> float:
 def bench_act_inference(workdir: Path, calls: int = 50) -> BenchResult:
     import torch
 
-    from so101_policy.loaders import load_policy
+    from so101_policy.loading import load_policy
     from so101_policy.runner import PolicyRunner
     from so101_policy.tiny import TINY_IMAGE_KEY, make_tiny_act
 
-    model = load_policy(make_tiny_act(workdir / "tiny_act"))
+    model: Any = load_policy(make_tiny_act(workdir / "tiny_act"))  # the ACT backend's policy and preprocessor
     runner = PolicyRunner(model)
     images = {TINY_IMAGE_KEY: np.zeros((32, 32, 3), np.uint8)}
     obs = runner.observation(Q, images)
@@ -71,8 +72,8 @@ def bench_act_inference(workdir: Path, calls: int = 50) -> BenchResult:
 def bench_tick(calls: int = 5000) -> BenchResult:
     from sensor_msgs.msg import JointState
 
-    from so101_policy.loaders import PolicySpec
     from so101_policy.runner import AsyncPolicyRunner, PolicyRunner
+    from so101_policy.spec import PolicySpec
 
     chunk = 100
 

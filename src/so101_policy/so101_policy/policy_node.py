@@ -1,14 +1,15 @@
-"""``policy`` node: a learned policy driving ``/policy/joint_command`` at a fixed rate.
+"""``policy`` node: a learned policy driving ``policy/joint_command`` at a fixed rate.
 
-Subscribes ``/joint_states`` (sensor_msgs/JointState, rad; any joint order) and, only for the cameras
+Subscribes ``joint_states`` (sensor_msgs/JointState, rad; any joint order) and, only for the cameras
 the policy needs, the ``sensor_msgs/Image`` topics named in ``image_topics``; publishes
-``/policy/joint_command`` (JointState, rad, stamped, names = the joint spec) from a timer at
+``policy/joint_command`` (JointState, rad, stamped, names = the joint spec) from a timer at
 ``rate_hz``, and its state on ``/diagnostics``. Inference runs in a worker thread
 (:class:`so101_policy.runner.AsyncPolicyRunner`); the timer only pops the action queue.
 
 Parameters
 ----------
-policy_path (str)            LeRobot ``pretrained_model`` dir, TorchScript or ONNX file
+policy_path (str)            LeRobot ``pretrained_model`` dir, ONNX file or TorchScript file (TorchScript is code:
+                             ``torch.jit.load`` runs it; load only files you trust, prefer ONNX)
 policy_kind (str)            auto | lerobot | torchscript | onnx
 rate_hz (float)              control/publish rate (0: the policy's own rate from its metadata, else 30)
 device (str)                 torch device for LeRobot/TorchScript (cpu, cuda, cuda:0)
@@ -23,6 +24,8 @@ max_observation_age_s (float) no new inference on a joint state older than this 
 warmup (bool)                run one inference on a neutral observation at load time
 inference_delay_s (float)    extra delay after each inference (tests/demos: simulates a slow model)
 diagnostics_period_s (float) period of ``/diagnostics`` messages
+trust_remote_code (bool)     let a LeRobot folder's processors name classes outside LeRobot (runs their code)
+allow_network (bool)         let loading reach the Hugging Face hub (default: forced offline)
 
 Services: ``~/start``, ``~/stop`` (std_srvs/Trigger).
 """
@@ -31,50 +34,40 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
+from functools import partial
 
 import numpy as np
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
-from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.node import Node
-from rclpy.parameter import Parameter
 from rclpy.qos import qos_profile_sensor_data
 from sensor_msgs.msg import Image, JointState
 from std_srvs.srv import Trigger
 
-from so101_description.joints import JOINT_NAMES, JointSpecError, reorder
-from so101_description.node_runner import run_node
+from so101_common.joints import JOINT_NAMES, JointSpecError, reorder
+from so101_policy.diagnostics import NodeCounters, PolicyDiagnostics
 from so101_policy.images import image_msg_to_array, parse_image_topics
-from so101_policy.loaders import PolicyError, load_policy
+from so101_policy.loading import load_policy
+from so101_policy.parameters import DEFAULT_RATE_HZ, PolicyParameters
 from so101_policy.runner import AsyncPolicyRunner, PolicyRunner
+from so101_policy.spec import PolicyError
+from so101_ros.node_params import declare_parameters
+from so101_ros.node_runner import run_node
 
 __all__ = ["PolicyNode", "main"]
-
-DEFAULT_RATE_HZ = 30.0
-
 
 class PolicyNode(Node):
     def __init__(self, **kwargs) -> None:
         super().__init__("policy", **kwargs)
-        p = self.declare_parameter
-        number = ParameterDescriptor(dynamic_typing=True)  # 30 and 30.0 both accepted
-        policy_path = p("policy_path", "").value
-        policy_kind = p("policy_kind", "auto").value
-        rate_hz = float(p("rate_hz", DEFAULT_RATE_HZ, number).value)
-        device = p("device", "cpu").value
-        image_entries = p("image_topics", Parameter.Type.STRING_ARRAY).value
-        task = p("task", "").value
-        autostart = bool(p("autostart", False).value)
-        on_miss = p("on_miss", "hold").value
-        n_action_steps = int(p("n_action_steps", 0).value)
-        refill_threshold = int(p("refill_threshold", -1).value)
-        align_chunks = bool(p("align_chunks", True).value)
-        max_age = float(p("max_observation_age_s", 0.5, number).value)
-        warmup = bool(p("warmup", True).value)
-        delay = float(p("inference_delay_s", 0.0, number).value)
-        diag_period = float(p("diagnostics_period_s", 1.0, number).value)
+        p = declare_parameters(self, PolicyParameters)
+        policy_path, policy_kind, rate_hz, device = p.policy_path, p.policy_kind, p.rate_hz, p.device
+        image_entries, task, autostart, on_miss = p.image_topics, p.task, p.autostart, p.on_miss
+        n_action_steps, refill_threshold, align_chunks = p.n_action_steps, p.refill_threshold, p.align_chunks
+        max_age, warmup, delay, diag_period = p.max_observation_age_s, p.warmup, p.inference_delay_s, p.diagnostics_period_s
+        trust_remote_code, allow_network = p.trust_remote_code, p.allow_network
 
         self.image_topics = parse_image_topics(image_entries)
-        model = load_policy(policy_path, policy_kind, device)
+        model = load_policy(policy_path, policy_kind, device, trust_remote_code=trust_remote_code,
+                            allow_network=allow_network)
         spec = model.spec
         # only the cameras the policy wants; a needed one that is not mapped is an error
         spec.require_images(list(self.image_topics))
@@ -99,11 +92,11 @@ class PolicyNode(Node):
                                         extra_latency_s=delay)
         self.policy_path = str(policy_path)
 
-        self.pub = self.create_publisher(JointState, "/policy/joint_command", 10)
+        self.pub = self.create_publisher(JointState, "policy/joint_command", 10)
         self.diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
-        self.create_subscription(JointState, "/joint_states", self._on_joint_state, 10)
+        self.create_subscription(JointState, "joint_states", self._on_joint_state, 10)
         for key, topic in self.image_topics.items():
-            self.create_subscription(Image, topic, lambda msg, k=key: self._on_image(k, msg), qos_profile_sensor_data)
+            self.create_subscription(Image, topic, partial(self._on_image, key), qos_profile_sensor_data)
         self.create_service(Trigger, "~/start", self._on_start)
         self.create_service(Trigger, "~/stop", self._on_stop)
         self.timer = self.create_timer(1.0 / rate_hz, self._on_tick)
@@ -112,7 +105,7 @@ class PolicyNode(Node):
         self.bad_joint_states = 0
         self.bad_images = 0
         self._images_seen: set[str] = set()
-        self._last_reported = (0, 0)  # (missed, errors) at the previous diagnostics message
+        self.diagnostics = PolicyDiagnostics(spec, rate_hz, self.runner.n_action_steps, max_age)
         if autostart:
             self.runner.start()
         d = self.runner.describe()
@@ -169,42 +162,12 @@ class PolicyNode(Node):
 
     # ---------------------------------------------------------------- diagnostics
     def _publish_diagnostics(self) -> None:
-        s = self.runner.stats()
-        status = DiagnosticStatus()
-        status.name = f"{self.get_name()}: policy"
-        status.hardware_id = self.policy_path
         missing_images = [k for k in self.image_topics if k not in self._images_seen]
-        new_misses = s.missed - self._last_reported[0]
-        new_errors = s.errors - self._last_reported[1]
-        self._last_reported = (s.missed, s.errors)
-        if not s.running:
-            status.level, status.message = DiagnosticStatus.OK, "stopped"
-        elif new_errors:
-            status.level, status.message = DiagnosticStatus.ERROR, f"inference failing: {s.last_error}"
-        elif s.observation_age_s == float("inf"):
-            status.level, status.message = DiagnosticStatus.WARN, "waiting for /joint_states"
-        elif missing_images:
-            status.level, status.message = DiagnosticStatus.WARN, f"waiting for images {missing_images}"
-        elif self.runner.max_observation_age_s > 0 and s.observation_age_s > self.runner.max_observation_age_s:
-            status.level, status.message = DiagnosticStatus.WARN, f"/joint_states stale ({s.observation_age_s:.2f} s)"
-        elif new_misses:
-            status.level, status.message = DiagnosticStatus.WARN, f"inference late: {new_misses} missed tick(s)"
-        else:
-            status.level, status.message = DiagnosticStatus.OK, "running"
-        values = {
-            "running": s.running, "rate_hz": self.rate_hz, "published": self.published,
-            "queue_depth": s.queue_depth, "inference_pending": s.pending,
-            "inference_latency_last_ms": f"{s.latency_last_ms:.2f}", "inference_latency_p50_ms": f"{s.latency_p50_ms:.2f}",
-            "inference_latency_p99_ms": f"{s.latency_p99_ms:.2f}", "inference_latency_max_ms": f"{s.latency_max_ms:.2f}",
-            "inferences": s.inferences, "inference_errors": s.errors, "missed_ticks": s.missed,
-            "waiting_ticks": s.waiting, "ticks": s.ticks, "dropped_stale_actions": s.dropped_stale,
-            "observation_age_s": f"{s.observation_age_s:.3f}", "bad_joint_states": self.bad_joint_states,
-            "bad_images": self.bad_images, "last_error": s.last_error,
-            "policy_type": self.runner.spec.policy_type, "policy_kind": self.runner.spec.kind,
-            "chunk_size": self.runner.spec.chunk_size, "n_action_steps": self.runner.n_action_steps,
-        }
-        status.values = [KeyValue(key=k, value=str(v).lower() if isinstance(v, bool) else str(v))
-                         for k, v in values.items()]
+        counters = NodeCounters(self.published, self.bad_joint_states, self.bad_images)
+        report = self.diagnostics.report(self.runner.stats(), counters, missing_images)
+        status = DiagnosticStatus(name=f"{self.get_name()}: policy", hardware_id=self.policy_path,
+                                  level=bytes([int(report.level)]), message=report.message,
+                                  values=[KeyValue(key=k, value=v) for k, v in report.values.items()])
         msg = DiagnosticArray()
         msg.header.stamp = self.get_clock().now().to_msg()
         msg.status = [status]

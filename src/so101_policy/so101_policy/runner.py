@@ -3,7 +3,7 @@
 No rclpy here.
 
 - :class:`PolicyRunner`: the synchronous interface. ``infer(positions_rad, images, task)`` → actions
-  ``(n, 6)`` in rad, :data:`~so101_description.joints.JOINT_NAMES` order. Unit and order conversion
+  ``(n, 6)`` in rad, :data:`~so101_common.joints.JOINT_NAMES` order. Unit and order conversion
   (LeRobot degrees / gripper 0..100 ↔ rad) happens here, at this boundary only.
 - :class:`AsyncPolicyRunner`: wraps a :class:`PolicyRunner` with a worker thread and an action queue.
   The control loop calls :meth:`~AsyncPolicyRunner.tick` at its rate; each tick pops the next queued
@@ -27,8 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from so101_description.joints import JOINT_NAMES, JointSpecError
-from so101_policy.loaders import PolicyModel, PolicyObservation, PolicySpec
+from so101_common.joints import JOINT_NAMES, JointSpecError
+from so101_policy.spec import PolicyModel, PolicyObservation, PolicySpec
 
 __all__ = ["PolicyRunner", "AsyncPolicyRunner", "TickResult", "RunnerStats", "ON_MISS"]
 
@@ -297,9 +297,10 @@ class AsyncPolicyRunner:
             with self._wake:
                 while self._request is None and not self._closed:
                     self._wake.wait()
-                if self._closed:
+                request = self._request
+                if self._closed or request is None:
                     return
-                generation, tick_index, positions, images, task = self._request
+                generation, tick_index, positions, images, task = request
                 self._request = None
                 reset, self._reset_model = self._reset_model, False
             start = time.perf_counter()

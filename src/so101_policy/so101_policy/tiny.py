@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from so101_policy.loaders import ACTION_KEY, METADATA_KEY, SCHEMA_VERSION, STATE_KEY, default_feature_names
+from so101_policy.spec import ACTION_KEY, METADATA_KEY, SCHEMA_VERSION, STATE_KEY, default_feature_names
 
 __all__ = ["TINY_IMAGE_KEY", "make_tiny_act", "make_offset_onnx", "make_offset_torchscript", "offset_metadata",
            "DEFAULT_STEP"]
@@ -127,7 +127,7 @@ def make_offset_torchscript(path: str | Path, *, chunk_size: int = 5, step: Sequ
     class Offset(torch.nn.Module):
         def __init__(self, offsets: torch.Tensor) -> None:
             super().__init__()
-            self.register_buffer("offsets", offsets)
+            self.offsets = torch.nn.Parameter(offsets, requires_grad=False)  # fixed: a typed attribute, unlike a buffer
 
         def forward(self, state: torch.Tensor) -> torch.Tensor:
             return state.unsqueeze(1) + self.offsets

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import threading
 import time
+from functools import partial
+from typing import Any
 
 import numpy as np
 import pytest
@@ -21,7 +23,7 @@ from rclpy.node import Node
 from sensor_msgs.msg import Image, JointState
 from std_srvs.srv import Trigger
 
-from so101_description.joints import JOINT_NAMES
+from so101_common.joints import JOINT_NAMES
 from so101_policy.tiny import make_offset_onnx
 from so101_testing import NodeProcess, wait_for
 
@@ -39,7 +41,7 @@ class Client:
         rclpy.init(context=self.context)
         self.node = Node("policy_test_client", context=self.context)
         self.commands: list[tuple[float, JointState]] = []
-        self.diagnostics: list[dict[str, str]] = []
+        self.diagnostics: list[dict[str, Any]] = []
         self.lock = threading.Lock()
         self.node.create_subscription(JointState, "/policy/joint_command", self._on_command, 50)
         self.node.create_subscription(DiagnosticArray, "/diagnostics", self._on_diag, 10)
@@ -113,11 +115,18 @@ def wait_ready(proc: NodeProcess, client: Client, timeout: float = 90.0) -> None
     assert ready and proc.alive(), f"policy node did not come up:\n{proc.output()}"
 
 
-def rate_over(client: Client, seconds: float) -> tuple[list[tuple[float, JointState]], float]:
+def window_of(client: Client, count: int, timeout: float = 30.0) -> tuple[list[tuple[float, JointState]], float]:
+    """The next ``count`` commands (waited for, no fixed sleep) and their rate from the arrival times."""
     t0 = time.monotonic()
-    time.sleep(seconds)
-    window = client.since(t0)
-    return window, len(window) / seconds
+    assert wait_for(lambda: len(client.since(t0)) >= count, timeout), f"fewer than {count} commands in {timeout} s"
+    window = client.since(t0)[:count]
+    return window, (count - 1) / (window[-1][0] - window[0][0])
+
+
+def diagnostics_after(client: Client, count: int, timeout: float = 10.0) -> bool:
+    """Wait for ``count`` more /diagnostics reports of the node (its own timer paces them)."""
+    target = len(client.diagnostics) + count
+    return wait_for(lambda: len(client.diagnostics) >= target, timeout)
 
 
 def test_act_node_start_stop_rate_and_diagnostics(tiny_act_dir):
@@ -128,13 +137,14 @@ def test_act_node_start_stop_rate_and_diagnostics(tiny_act_dir):
     try:
         proc.start()
         wait_ready(proc, client)
-        time.sleep(0.5)
-        assert client.count() == 0, "a stopped node must not publish"
+        assert wait_for(lambda: any(d.get("running") == "false" for d in client.diagnostics), 10.0)
+        assert diagnostics_after(client, 1)  # up and reporting for a while ...
+        assert client.count() == 0, "a stopped node must not publish"  # ... without a command
 
         response = client.call(client.start_cli)
         assert response.success, response.message
         assert wait_for(lambda: client.count() >= 5, 30.0), f"no commands after ~/start:\n{proc.output()}"
-        window, rate = rate_over(client, 2.0)
+        window, rate = window_of(client, 60)
         assert 20.0 <= rate <= 40.0, f"published {rate:.1f} Hz, configured 30 Hz"
         gaps = np.diff([t for t, _ in window])
         assert gaps.max() < 0.3, f"publish gap {gaps.max():.3f} s"
@@ -153,9 +163,9 @@ def test_act_node_start_stop_rate_and_diagnostics(tiny_act_dir):
         assert diag["policy_type"] == "act" and diag["chunk_size"] == "10"
 
         assert client.call(client.stop_cli).success
-        time.sleep(0.3)  # in-flight messages
+        assert diagnostics_after(client, 1)  # a report made after the stop: nothing in flight any more
         stopped_at = client.count()
-        time.sleep(0.7)
+        assert diagnostics_after(client, 2)  # a second of the node's life later ...
         assert client.count() == stopped_at, "publishing went on after ~/stop"
         assert client.call(client.start_cli).success
         assert wait_for(lambda: client.count() >= stopped_at + 5, 30.0), "no commands after the restart"
@@ -176,7 +186,7 @@ def test_slow_model_does_not_lower_the_publish_rate(tmp_path):
         proc.start()
         wait_ready(proc, client, timeout=30.0)
         assert wait_for(lambda: client.count() >= 5, 20.0), f"no commands:\n{proc.output()}"
-        window, rate = rate_over(client, 2.0)
+        window, rate = window_of(client, 100)
         assert rate >= 35.0, f"published {rate:.1f} Hz with a slow model, configured 50 Hz"
         gaps = np.diff([t for t, _ in window])
         assert gaps.max() < 0.2, f"publish gap {gaps.max():.3f} s: the slow model stalled the timer"
@@ -203,8 +213,12 @@ def test_node_exits_with_a_clear_error(tmp_path):
     ):
         proc = NodeProcess(MODULE, node_args(**params)).start()
         try:
-            assert wait_for(lambda p=proc: not p.alive(), 30.0), "node kept running"
+            assert wait_for(partial(_exited, proc), 30.0), "node kept running"
             assert proc.process.returncode == 1
             assert expected in proc.output(), proc.output()
         finally:
             proc.stop()
+
+
+def _exited(process: NodeProcess) -> bool:
+    return not process.alive()

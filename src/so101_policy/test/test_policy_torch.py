@@ -10,22 +10,20 @@ from __future__ import annotations
 import json
 import math
 import shutil
+from typing import Any
 
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")
+pytest.importorskip("torch")
+import torch
 
-from so101_policy.loaders import (  # noqa: E402
-    FeatureMismatchError,
-    LeRobotPolicy,
-    MissingImageError,
-    PolicyLoadError,
-    load_policy,
-)
-from so101_policy.runner import AsyncPolicyRunner, PolicyRunner  # noqa: E402
-from so101_policy.tiny import DEFAULT_STEP, TINY_IMAGE_KEY, make_offset_torchscript, offset_metadata  # noqa: E402
-from so101_testing import wait_for  # noqa: E402
+from so101_policy.backends.lerobot import LeRobotPolicy
+from so101_policy.loading import load_policy
+from so101_policy.runner import AsyncPolicyRunner, PolicyRunner
+from so101_policy.spec import FeatureMismatchError, MissingImageError, PolicyLoadError
+from so101_policy.tiny import DEFAULT_STEP, TINY_IMAGE_KEY, make_offset_torchscript, offset_metadata
+from so101_testing import wait_for
 
 Q = np.array([0.1, -0.2, 0.3, -0.4, 0.5, 0.6])
 IMAGE = (np.arange(32 * 32 * 3) % 251).astype(np.uint8).reshape(32, 32, 3)
@@ -74,7 +72,7 @@ def test_tiny_act_chunk_is_served_from_the_queue(act_model):
         assert wait_for(lambda: server.stats().inferences >= 1, timeout=30)
         first = server.tick()
         assert first.status == "fresh"
-        served = [first.action] + [server.tick().action for _ in range(9)]
+        served: list[Any] = [first.action] + [server.tick().action for _ in range(9)]
         np.testing.assert_allclose(np.stack(served), expected, atol=1e-5)  # the whole chunk, in order
         assert server.stats().inferences >= 1
 

@@ -19,16 +19,17 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
+from pydantic import BaseModel
 from rosbags.rosbag2 import Reader
 from rosbags.rosbag2.errors import ReaderError
 
-from so101_description.joints import JOINT_NAMES
-from so101_description.trajectory import JointTrajectory
+from so101_common.joints import JOINT_NAMES
+from so101_common.schema import SchemaError, read_yaml, validate
+from so101_common.trajectory import JointTrajectory
 from so101_recorder.cdr import JointStateBatch, decode_joint_states, pack_messages
-from so101_recorder.errors import BagReadError, RecorderError, io_error
+from so101_recorder.errors import BagReadError, RecorderError
 from so101_recorder.mcap_scan import McapScan, scan_mcap
-from so101_recorder.metadata import EpisodeMetadata, SafeLoader, load_episode
+from so101_recorder.metadata import EpisodeMetadata, load_episode
 from so101_recorder.msgtypes import TypeLibrary
 
 __all__ = ["Bag", "RawMessages", "JointStateRead", "JOINT_STATE_TYPE", "read_joint_states", "load_joint_states",
@@ -37,6 +38,18 @@ __all__ = ["Bag", "RawMessages", "JointStateRead", "JOINT_STATE_TYPE", "read_joi
 LOG = logging.getLogger(__name__)
 JOINT_STATE_TYPE = "sensor_msgs/msg/JointState"
 TIME_SOURCES = ("header", "receive")
+
+
+class Rosbag2FileInfo(BaseModel):
+    """The part of rosbag2's ``metadata.yaml`` this reader uses. The format is rosbag2's, not ours, so
+    keys it may add in later versions are ignored rather than refused."""
+
+    relative_file_paths: list[str]
+    storage_identifier: str = "mcap"
+
+
+class Rosbag2Metadata(BaseModel):
+    rosbag2_bagfile_information: Rosbag2FileInfo
 
 
 @dataclass
@@ -87,14 +100,12 @@ def bag_files(path: Path | str) -> tuple[Path, list[Path], str]:
     meta = path / "metadata.yaml"
     if meta.is_file():
         try:
-            info = yaml.load(meta.read_text(encoding="utf-8"), Loader=SafeLoader)["rosbag2_bagfile_information"]
-            files = [path / name for name in info["relative_file_paths"]]
+            info = validate(Rosbag2Metadata, read_yaml(meta), str(meta)).rosbag2_bagfile_information
+            files = [path / name for name in info.relative_file_paths]
             if all(f.is_file() for f in files):
-                return path, files, str(info.get("storage_identifier", "mcap"))
-        except OSError as err:
-            raise io_error("read bag metadata", meta, err, BagReadError) from err
-        except (yaml.YAMLError, KeyError, TypeError) as err:
-            LOG.warning("ignoring unreadable %s: %s", meta, err)
+                return path, files, info.storage_identifier
+        except SchemaError as err:
+            LOG.warning("ignoring unreadable bag metadata (reading the .mcap files instead): %s", err)
     files = sorted(path.glob("*.mcap"))
     if files:
         return path, files, "mcap"
@@ -115,6 +126,15 @@ class Bag:
     @property
     def truncated(self) -> bool:
         return any(scan.truncated for scan in self.scans)
+
+    @property
+    def truncation(self) -> str | None:
+        """One line saying where the bag is cut and how to rebuild it; None for a complete bag."""
+        cut = [scan for scan in self.scans if scan.truncated]
+        if not cut:
+            return None
+        where = "; ".join(_cut_position(scan) for scan in cut)
+        return f"{self.path} is truncated at {where}; `so101 record --recover {self.path}` rebuilds it"
 
     @property
     def problems(self) -> list[str]:
@@ -200,6 +220,13 @@ class Bag:
         return reader
 
 
+def _cut_position(scan: McapScan) -> str:
+    size = scan.path.stat().st_size
+    if scan.stopped_at is None:  # the data ends cleanly but the summary and footer never came
+        return f"the end of {scan.path.name} ({size} bytes, no footer: the recorder was stopped before closing it)"
+    return f"byte {scan.stopped_at} of {size} of {scan.path.name}"
+
+
 def _to_trajectory(topic: str, batch: JointStateBatch, log_time: np.ndarray, names: Sequence[str] | None,
                    time_source: str) -> JointStateRead:
     n = batch.count
@@ -224,7 +251,7 @@ def _to_trajectory(topic: str, batch: JointStateBatch, log_time: np.ndarray, nam
         seen.update(layout.names[i] for i in src)
         for target, values, count in zip(out, (group.position, group.velocity, group.effort), layout.counts, strict=True):
             if count and src:
-                target[np.ix_(group.rows, dst)] = values[:, src]
+                target[np.ix_(group.rows, np.asarray(dst))] = values[:, src]
     malformed = int(n - len(batch.corrupt) - usable.sum())
     if time_source == "header":
         time = batch.sec.astype(np.float64) + batch.nanosec.astype(np.float64) * 1e-9
@@ -275,14 +302,18 @@ def read_episode(bag: Bag | Path | str, *, names: Sequence[str] | None = JOINT_N
             for topic, msgtype in bag.topics.items() if msgtype == JOINT_STATE_TYPE}
 
 
-def read_topic_pair(path: Path | str, required: str, optional: str, *, names: Sequence[str] | None = JOINT_NAMES,
+def read_topic_pair(path: Bag | Path | str, required: str, optional: str, *, names: Sequence[str] | None = JOINT_NAMES,
                     ) -> tuple[JointTrajectory, JointTrajectory | None]:
     """Two JointState topics of one bag: ``required`` (a :class:`BagReadError` naming the topics the
-    bag does have when it is absent) and ``optional`` (``None`` when absent), e.g. states + commands."""
-    bag = Bag(path)
+    bag does have when it is absent, or where it is cut when it is truncated before that topic) and
+    ``optional`` (``None`` when absent), e.g. states + commands. A truncated bag is read up to the cut:
+    check :attr:`Bag.truncation` (pass a :class:`Bag` to keep it)."""
+    bag = path if isinstance(path, Bag) else Bag(path)
     topics = bag.topics
     if required not in topics:
-        raise BagReadError(f"bag {path} has no topic {required}; it has {sorted(topics)}")
+        if bag.truncation:
+            raise BagReadError(f"no {required} message before the cut: {bag.truncation}")
+        raise BagReadError(f"bag {bag.path} has no topic {required}; it has {sorted(topics)}")
     first = read_joint_states(bag, required, names=names)
     second = read_joint_states(bag, optional, names=names) if optional in topics else None
     return first, second

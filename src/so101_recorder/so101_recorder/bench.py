@@ -17,11 +17,12 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from so101_description.joints import JOINT_NAMES
-from so101_testing.bench import BenchResult
+from so101_common.bench import BenchResult
+from so101_common.joints import JOINT_NAMES
 
 __all__ = ["benchmarks", "make_messages"]
 
@@ -97,7 +98,7 @@ def bench_read(workdir: Path, messages: list[bytes]) -> BenchResult:
         with Reader(bag) as reader:
             connections = [c for c in reader.connections if c.topic == "/joint_states"]
             for connection, _t, data in reader.messages(connections=connections):
-                msg = store.deserialize_cdr(data, connection.msgtype)
+                msg: Any = store.deserialize_cdr(data, connection.msgtype)
                 time_.append(msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9)
                 position.append(msg.position)
                 velocity.append(msg.velocity)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
@@ -55,13 +56,14 @@ class JointStateLayout:
     little_endian: bool
     frame_id: str
     names: tuple[str, ...]
-    counts: tuple[int, int, int]  # element counts of position, velocity, effort
-    offsets: tuple[int, int, int]  # byte offset of each array's first float64
+    counts: tuple[int, ...]  # element counts of position, velocity, effort
+    offsets: tuple[int, ...]  # byte offset of each array's first float64
     key_slices: tuple[tuple[int, int], ...]  # bytes that fix the layout (compared across messages), padding excluded
 
     def dtype(self) -> np.dtype:
         order = "<" if self.little_endian else ">"
-        names, formats, offsets = ["sec", "nanosec"], [order + "i4", order + "u4"], [4, 8]
+        names, offsets = ["sec", "nanosec"], [4, 8]
+        formats: list[Any] = [order + "i4", order + "u4"]
         for name, count, offset in zip(_ARRAYS, self.counts, self.offsets, strict=True):
             if count:
                 names.append(name)
@@ -262,7 +264,7 @@ def _key_words(matrix: np.ndarray, slices: tuple[tuple[int, int], ...]) -> np.nd
 def _decode_same_size(batch: JointStateBatch, rows: np.ndarray, matrix: np.ndarray, corrupt: list[np.ndarray],
                       max_errors: int) -> None:
     """Split equal-size messages into layout groups (one vectorised key comparison per layout)."""
-    pending = np.arange(len(rows))
+    pending: np.ndarray = np.arange(len(rows))
     while len(pending):
         first = pending[0]
         try:

@@ -12,7 +12,7 @@ Per bag, one LeRobot episode sampled at ``fps`` on the span where both streams h
 Resampling is a zero-order hold (the latest sample at or before each frame time), which is what a
 LeRobot control loop sees when it reads the robot at ``fps``. Units are LeRobot's SO-101 units
 (``use_degrees=True``): degrees from mid-range for arm joints, 0..100 for the gripper; feature names
-``<joint>.pos`` in :data:`so101_description.joints.JOINT_NAMES` order.
+``<joint>.pos`` in :data:`so101_common.joints.JOINT_NAMES` order.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
-from so101_description.joints import JOINTS, gripper_rad_to_percent
-from so101_description.trajectory import JointTrajectory
+from so101_common.joints import JOINTS, gripper_rad_to_percent
+from so101_common.trajectory import JointTrajectory
 from so101_recorder.bag_reader import Bag, load_joint_states
 from so101_recorder.errors import RecorderError
 
@@ -183,12 +183,12 @@ def _image_array(msg, topic: str) -> np.ndarray:
         if channels is None:
             raise RecorderError(f"{topic}: image encoding {msg.encoding!r} is not supported (rgb8, bgr8, mono8)")
         rows = np.asarray(msg.data, dtype=np.uint8).reshape(msg.height, msg.step)
-        image = rows[:, :msg.width * channels].reshape(msg.height, msg.width, channels)
+        image: np.ndarray = rows[:, :msg.width * channels].reshape(msg.height, msg.width, channels)
         image = image[..., ::-1] if msg.encoding == "bgr8" else image
         return np.repeat(image, 3, axis=2) if channels == 1 else np.ascontiguousarray(image)
     import cv2  # sensor_msgs/CompressedImage
 
-    image = cv2.imdecode(np.asarray(msg.data, dtype=np.uint8), cv2.IMREAD_COLOR)
-    if image is None:
+    decoded = cv2.imdecode(np.asarray(msg.data, dtype=np.uint8), cv2.IMREAD_COLOR)
+    if decoded is None:
         raise RecorderError(f"{topic}: cannot decode a {msg.format!r} compressed image")
-    return np.ascontiguousarray(image[..., ::-1])
+    return np.ascontiguousarray(decoded[..., ::-1])

@@ -5,8 +5,9 @@ The file is memory-mapped and walked record by record at the top level (chunks, 
 that follow it (vectorised: numpy over the index entries); the bytes between indexed messages,
 where schema and channel records live, are walked record by record. A chunk without intact
 indexes (the last one of a killed recorder) is walked record by record. Reading stops at the first
-record that runs past the end of the file: what comes before it is returned, and the result says
-where and why it stopped. Uncompressed chunks are read in place; zstd/lz4 chunks are decompressed.
+record that runs past the end of the file: what comes before it is returned (for an uncompressed
+chunk cut by the end of the file, its complete messages too), and the result says where and why it
+stopped. Uncompressed chunks are read in place; zstd/lz4 chunks are decompressed.
 """
 
 from __future__ import annotations
@@ -151,6 +152,14 @@ class _Scanner:
             length = _U64(self.raw, pos + 1)[0]
             body, end = pos + 9, pos + 9 + length
             if end > self.size:
+                if op == _OP_CHUNK:  # the chunk being written when the recorder died: keep what it holds
+                    if chunk is not None:
+                        self._chunk_messages(*chunk, indexes)
+                        chunk, indexes = None, []
+                    readable_end = self._salvage_chunk(body)
+                    if readable_end is not None:
+                        self._stop(readable_end, f"the file ends inside the chunk starting at byte {pos}")
+                        break
                 self._stop(pos, f"record 0x{op:02x} of {length} bytes runs past the end of the file")
                 break
             if op == _OP_MESSAGE_INDEX and chunk is not None:
@@ -222,7 +231,26 @@ class _Scanner:
         self.extra_size += len(blob)
         return base, len(blob), blob
 
-    def _chunk_messages(self, base: int, length: int, source: bytes | None, indexes: list[tuple[int, np.ndarray]]) -> None:
+    def _salvage_chunk(self, body: int) -> int | None:
+        """The complete records of an uncompressed chunk cut by the end of the file; where they end
+        (None when nothing could be read from it)."""
+        try:
+            compression, pos = _string(self.raw, body + 28)
+            records = pos + 8
+        except (struct.error, UnicodeDecodeError, IndexError):
+            return None
+        if compression:
+            self.result.problems.append(f"the {compression} chunk at byte {body - 9} is cut: its messages are lost")
+            return None
+        if records >= self.size:
+            return None
+        before = sum(len(t) for parts in self.found.values() for t, *_ in parts)
+        end = self._walk(self.raw, records, self.size, base=0)
+        found = sum(len(t) for parts in self.found.values() for t, *_ in parts) - before
+        self.result.problems.append(f"{found} complete messages read from the chunk cut at byte {self.size}")
+        return end
+
+    def _chunk_messages(self, base: int, length: int, source: bytes | mmap.mmap | None, indexes: list[tuple[int, np.ndarray]]) -> None:
         """Messages of one chunk: from its indexes when they check out, else by walking it."""
         buf, offset = (self.raw, base) if source is None else (source, 0)
         view = self.file[base:base + length] if source is None else np.frombuffer(source, dtype=np.uint8)
@@ -256,8 +284,9 @@ class _Scanner:
             return None
         return cids, times, offs, lens
 
-    def _walk(self, buf: bytes | mmap.mmap, pos: int, stop: int, base: int) -> None:
-        """Records in ``buf[pos:stop]`` one by one (``base`` maps buf offsets to buffer offsets)."""
+    def _walk(self, buf: bytes | mmap.mmap, pos: int, stop: int, base: int) -> int:
+        """Records in ``buf[pos:stop]`` one by one (``base`` maps buf offsets to buffer offsets); returns
+        where the last complete record ends."""
         cids: list[int] = []
         times: list[int] = []
         starts: list[int] = []
@@ -283,6 +312,7 @@ class _Scanner:
         if cids:
             self._add(np.array(cids, np.int64), np.array(times, np.uint64).astype(np.int64),
                       np.array(starts, np.int64), np.array(lens, np.int64))
+        return pos
 
     def _add(self, cids: np.ndarray, times: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> None:
         order = np.arange(self.order, self.order + len(cids), dtype=np.int64)

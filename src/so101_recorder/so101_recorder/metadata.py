@@ -4,6 +4,10 @@ Stored twice with every bag: as ``episode.yaml`` next to the MCAP file (written 
 starts, rewritten when it stops or is recovered, so a crashed episode still has it) and, once the
 bag is closed, as the ``so101.episode`` entry of rosbag2's ``custom_data`` in ``metadata.yaml``
 (and so inside the MCAP file's own ``rosbag2`` metadata record).
+
+The records are pydantic dataclasses (:data:`so101_common.schema.STRICT_DATACLASS`): the writer
+updates topic counters per message at plain-dataclass speed, and reading ``episode.yaml`` validates
+it, so a bad file is one :class:`~so101_recorder.errors.RecorderError` line naming the file and key.
 """
 
 from __future__ import annotations
@@ -13,14 +17,17 @@ import hashlib
 import os
 import socket
 import subprocess
-from dataclasses import asdict, dataclass, field
+import typing
+from dataclasses import asdict, field
 from functools import lru_cache
 from importlib import metadata as _importlib_metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
+from pydantic.dataclasses import dataclass
 
+from so101_common.schema import STRICT_DATACLASS, SchemaError, read_yaml, validate
 from so101_recorder.errors import RecorderError, io_error
 
 __all__ = [
@@ -42,11 +49,12 @@ _Dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
 EPISODE_FILE = "episode.yaml"
 CUSTOM_DATA_KEY = "so101.episode"
-SCHEMA_VERSION = 1
-STATUSES = ("recording", "complete", "failed", "recovered")
+SCHEMA_VERSION: Literal[1] = 1
+Status = Literal["recording", "complete", "failed", "recovered"]
+STATUSES: tuple[str, ...] = typing.get_args(Status)
 
 
-@dataclass
+@dataclass(config=STRICT_DATACLASS)
 class FileRef:
     """A file the episode depended on, with the SHA-256 of its content at recording time."""
 
@@ -54,7 +62,7 @@ class FileRef:
     sha256: str | None = None  # None when the name is not a readable file (e.g. a gap profile name)
 
 
-@dataclass
+@dataclass(config=STRICT_DATACLASS)
 class TopicStats:
     """What one topic contributed to an episode."""
 
@@ -65,7 +73,7 @@ class TopicStats:
     last_ns: int | None = None  # ... and of the last
 
 
-@dataclass
+@dataclass(config=STRICT_DATACLASS)
 class EpisodeMetadata:
     """Everything needed to know later where an episode came from. Times: ns since the epoch."""
 
@@ -75,19 +83,16 @@ class EpisodeMetadata:
     calibration: FileRef | None = None  # calibration file used by the driver
     gap_profile: FileRef | None = None  # virtual robot's gap profile (name or file); None on real hardware
     notes: str = ""  # operator notes
+    operator: str = ""  # who (or which fleet job) recorded it; fleet catalogues group by it
     software: dict[str, str | None] = field(default_factory=dict)  # package, version, git_rev
     host: str = field(default_factory=socket.gethostname)
     start_time_ns: int = 0  # wall clock when recording started
     stop_time_ns: int | None = None  # wall clock when it stopped (or last message, after recovery)
-    status: str = "recording"  # one of STATUSES
+    status: Status = "recording"
     error: str | None = None  # why it failed, when it did
     topics: dict[str, TopicStats] = field(default_factory=dict)
     recovery: dict[str, Any] | None = None  # what recovery found, when the bag was recovered
-    schema_version: int = SCHEMA_VERSION
-
-    def __post_init__(self) -> None:
-        if self.status not in STATUSES:
-            raise RecorderError(f"episode status {self.status!r} is not one of {STATUSES}")
+    schema_version: Literal[1] = SCHEMA_VERSION
 
     @property
     def message_count(self) -> int:
@@ -103,15 +108,14 @@ class EpisodeMetadata:
         return yaml.dump(self.to_dict(), Dumper=_Dumper, sort_keys=False, allow_unicode=True)
 
     @classmethod
-    def from_dict(cls, record: dict[str, Any]) -> EpisodeMetadata:
-        record = {k: v for k, v in record.items() if k not in ("start_time", "stop_time")}
-        known = set(cls.__dataclass_fields__)
-        record = {k: v for k, v in record.items() if k in known}
-        for key in ("calibration", "gap_profile"):
-            if isinstance(record.get(key), dict):
-                record[key] = FileRef(**record[key])
-        record["topics"] = {name: TopicStats(**stats) for name, stats in (record.get("topics") or {}).items()}
-        return cls(**record)
+    def from_dict(cls, record: Any, source: str = "episode metadata") -> EpisodeMetadata:
+        """Validate a record as :meth:`to_dict` wrote it (the derived ISO times are dropped)."""
+        if isinstance(record, dict):
+            record = {k: v for k, v in record.items() if k not in ("start_time", "stop_time")}
+        try:
+            return validate(cls, record, source)
+        except SchemaError as err:
+            raise RecorderError(str(err)) from None
 
     def save(self, bag_dir: Path) -> Path:
         """Write ``episode.yaml`` into ``bag_dir`` atomically (temporary file, then rename)."""
@@ -128,16 +132,13 @@ class EpisodeMetadata:
 def load_episode(bag_dir: Path | str) -> EpisodeMetadata | None:
     """The episode metadata stored with a bag, or None if it has no ``episode.yaml``."""
     path = Path(bag_dir) / EPISODE_FILE
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
+    if not path.is_file():
         return None
-    except OSError as err:
-        raise io_error("read episode metadata", path, err) from err
     try:
-        return EpisodeMetadata.from_dict(yaml.load(text, Loader=SafeLoader))
-    except (yaml.YAMLError, TypeError, AttributeError) as err:
-        raise RecorderError(f"{path} is not valid episode metadata: {err}") from err
+        record = read_yaml(path)
+    except SchemaError as err:
+        raise RecorderError(str(err)) from None
+    return EpisodeMetadata.from_dict(record, str(path))
 
 
 def iso_utc(ns: int) -> str:

@@ -89,9 +89,12 @@ def _record(args: argparse.Namespace) -> int:
     # rclpy's own handlers would only stop the spin thread and leave the main thread waiting.
     rclpy.init(signal_handler_options=SignalHandlerOptions.NO)
     previous_sigterm = signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
-    node = executor = thread = None
+    node: RecorderNode | None = None
+    executor: SingleThreadedExecutor | None = None
+    thread: threading.Thread | None = None
 
     def spin() -> None:
+        assert executor is not None
         try:
             executor.spin()
         except ExternalShutdownException:

@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from so101_recorder.bag_writer import EpisodeWriter, next_episode_path
 from so101_recorder.errors import RecorderError
@@ -54,7 +55,7 @@ class RecorderConfig:
         fixed = [name for name in values if name not in self.LIVE]
         if fixed:
             raise RecorderError(f"{', '.join(fixed)}: read at start-up only")
-        changed = {name: (value or None) if name in ("calibration_file", "gap_profile", "max_episode_s") else value
+        changed: dict[str, Any] = {name: (value or None) if name in ("calibration_file", "gap_profile", "max_episode_s") else value
                    for name, value in values.items()}
         for name in ("task", "robot_id"):
             if name in changed and not str(changed[name]).strip():

@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 import sys
 import threading
+from functools import partial
 
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rcl_interfaces.msg import SetParametersResult
@@ -19,27 +20,21 @@ from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from std_msgs.msg import Empty
 from std_srvs.srv import Trigger
 
-from so101_description.node_runner import run_node
 from so101_recorder.errors import RecorderError
+from so101_recorder.parameters import DEFAULT_TOPICS, RecorderParameters
 from so101_recorder.recorder import Recorder, RecorderConfig
+from so101_ros.node_params import declare_parameters
+from so101_ros.node_runner import run_node
 
 __all__ = ["DEFAULT_TOPICS", "RecorderNode", "main"]
 
-DEFAULT_TOPICS = ["joint_states", "/leader/joint_states", "/policy/joint_command", "/gaponet/joint_command",
-                  "/joint_command", "/diagnostics"]
 
 
 class RecorderNode(Node):
     def __init__(self, name: str = "recorder", **kwargs) -> None:
         super().__init__(name, **kwargs)
-        p = {
-            "topics": DEFAULT_TOPICS, "bag_root": "bags", "robot_id": "so101", "task": "episode",
-            "calibration_file": "", "gap_profile": "", "notes": "", "max_episode_s": 0.0, "flush_period_s": 0.5,
-            "fsync": False, "discovery_period_s": 1.0, "diagnostics_period_s": 1.0, "qos_depth": 100, "autostart": False,
-        }
-        for key, default in p.items():
-            self.declare_parameter(key, default)
-        get = lambda key: self.get_parameter(key).value  # noqa: E731
+        params = declare_parameters(self, RecorderParameters)
+        get = lambda key: getattr(params, key)  # noqa: E731
         self.recorder = Recorder(RecorderConfig(
             root=get("bag_root"), robot_id=get("robot_id"), task=get("task"),
             calibration_file=get("calibration_file") or None, gap_profile=get("gap_profile") or None,
@@ -89,7 +84,7 @@ class RecorderNode(Node):
                 self.refused[topic] = f"{msgtype}: {err}"
                 self.get_logger().error(f"not recording {topic}: {self.refused[topic]}")
                 continue
-            self.create_subscription(msg_class, topic, lambda data, t=topic, m=msgtype: self._on_message(t, m, data),
+            self.create_subscription(msg_class, topic, partial(self._on_message, topic, msgtype),
                                      self._qos(topic), raw=True)
             self.subscribed[topic] = msgtype
             self.get_logger().info(f"subscribed to {topic} [{msgtype}]")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sys
 import time
+from pathlib import Path
 
 from recorder_helpers import JOINT_STATE, joint_state
 
@@ -15,7 +16,7 @@ from so101_recorder.recorder import Recorder, RecorderConfig
 
 
 def main() -> None:
-    recorder = Recorder(RecorderConfig(root=sys.argv[1], robot_id="crash_arm", task="crash", flush_period_s=0.5))
+    recorder = Recorder(RecorderConfig(root=Path(sys.argv[1]), robot_id="crash_arm", task="crash", flush_period_s=0.5))
     print("recording", recorder.start(), flush=True)
     k = 0
     while True:

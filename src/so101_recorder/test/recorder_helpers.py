@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from rosbags.typesys import Stores, get_typestore
 
-from so101_description.joints import JOINT_NAMES
+from so101_common.joints import JOINT_NAMES
 from so101_recorder.bag_writer import EpisodeWriter, next_episode_path
 from so101_recorder.metadata import EpisodeMetadata
 
@@ -55,5 +56,5 @@ def write_bag(root: Path, task: str, messages: Iterable[tuple[str, str, bytes, i
 
 
 def stamp_ns(data: bytes) -> int:
-    msg = TYPESTORE.deserialize_cdr(data, JOINT_STATE)
+    msg: Any = TYPESTORE.deserialize_cdr(data, JOINT_STATE)
     return msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec

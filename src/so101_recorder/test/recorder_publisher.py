@@ -13,7 +13,7 @@ from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from sensor_msgs.msg import JointState
 
-from so101_description.joints import JOINT_NAMES
+from so101_common.joints import JOINT_NAMES
 
 
 def main() -> int:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -10,7 +12,7 @@ from recorder_helpers import JOINT_STATE, TYPESTORE, joint_state, joint_state_ms
 
 from so101_recorder.cdr import CdrError, decode_joint_state, decode_joint_states, pack_messages, parse_layout
 
-_text = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=12)
+_text = st.text(st.characters(blacklist_categories=["Cs"], blacklist_characters="\x00"), max_size=12)
 _floats = st.lists(st.floats(allow_nan=True, allow_infinity=True, width=64), max_size=9)
 
 
@@ -40,7 +42,7 @@ def test_batch_and_scalar_decoders_match_deserialize_cdr(items):
     batch = decode_joint_states(*pack_messages(raws))
     assert len(batch.corrupt) == 0
     for i, raw in enumerate(raws):
-        reference = TYPESTORE.deserialize_cdr(raw, JOINT_STATE)
+        reference: Any = TYPESTORE.deserialize_cdr(raw, JOINT_STATE)
         assert_same(decode_joint_state(raw), reference)
         assert_same(batch.message(i), reference)
         assert batch.sec[i] == reference.header.stamp.sec and batch.nanosec[i] == reference.header.stamp.nanosec
@@ -54,9 +56,9 @@ def test_many_random_messages_with_mixed_layouts_in_one_batch():
         count = int(rng.integers(0, 7))
         order = list(rng.permutation(names)[:count]) if rng.random() < 0.3 else names[:count]
         lengths = [len(order) if rng.random() < 0.7 else int(rng.integers(0, 4)) for _ in range(3)]
+        position, velocity, effort = (rng.normal(size=n) * 10.0 ** rng.integers(-300, 300) for n in lengths)
         raws.append(joint_state(int(rng.integers(0, 2**31)), int(rng.integers(0, 10**9)), order,
-                                *(rng.normal(size=n) * 10.0 ** rng.integers(-300, 300) for n in lengths),
-                                frame_id="base_link" if rng.random() < 0.5 else "", little_endian=bool(rng.random() < 0.9)))
+                                position, velocity, effort, frame_id="base_link" if rng.random() < 0.5 else "", little_endian=bool(rng.random() < 0.9)))
     batch = decode_joint_states(*pack_messages(raws))
     assert len(batch.corrupt) == 0 and len(batch.groups) > 10
     for i in range(0, len(raws), 7):

@@ -99,13 +99,13 @@ def test_write_error_ends_the_episode_and_is_reported(tmp_path):
     clock = Clock()
     recorder = Recorder(RecorderConfig(root=tmp_path, flush_period_s=0.5), clock=clock)
     bag = recorder.start()
-    recorder._writer._storage.bio = open("/dev/full", "wb")  # ENOSPC from the kernel
+    recorder._writer._output.file = open("/dev/full", "wb")  # ENOSPC from the kernel
     recorder.write("/joint_states", JOINT_STATE, stream(1)[0], 0)  # buffered: fine so far
     clock.now = 1.0
     with pytest.raises(RecorderError, match="No space left on device"):
         recorder.tick()  # the time-bounded flush hits the full disk
     status = recorder.status()
-    assert not status.recording and status.errors == 1 and "ENOSPC" in status.last_error
+    assert not status.recording and status.errors == 1 and "ENOSPC" in (status.last_error or "")
     assert load_episode(bag).status == "failed"
     assert recorder.start() != bag  # a new episode can start once space is back
 

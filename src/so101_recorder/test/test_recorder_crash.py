@@ -7,6 +7,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -44,7 +45,7 @@ def test_sigkill_mid_episode_leaves_a_readable_and_recoverable_bag(tmp_path):
     assert not (bag / "metadata.yaml").exists() and load_episode(bag).status == "recording"
 
     # the mcap library's sequential reader gets every flushed message, then hits the missing footer
-    messages = []
+    messages: list[Any] = []
     with pytest.raises(EndOfFile), mcap.open("rb") as handle:
         messages.extend(r for r in StreamReader(handle).records if isinstance(r, Message))
     assert len(messages) > 150

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from recorder_helpers import JOINT_STATE, TYPESTORE, joint_state, write_bag
 
-from so101_description.joints import GRIPPER, JOINT_NAMES
+from so101_common.joints import GRIPPER, JOINT_NAMES
 from so101_recorder.errors import RecorderError
 from so101_recorder.lerobot_export import ExportConfig, export_lerobot, hold_indices, to_lerobot_units
 

@@ -16,9 +16,9 @@ from collections.abc import Iterator
 
 import numpy as np
 
+from so101_common.bench import BenchResult, percentile
 from so101_safety.config import SafetyConfig
 from so101_safety.core import SafetyFilter
-from so101_testing.bench import BenchResult, percentile
 
 __all__ = ["benchmarks", "step_latencies", "clip_latencies"]
 

@@ -1,34 +1,41 @@
 """Safety filter configuration: validated limits per joint, built from defaults plus per-joint overrides.
 
-Position limits come from the joint specification (:mod:`so101_description.joints`) shrunk by a
+Position limits come from the joint specification (:mod:`so101_common.joints`) shrunk by a
 margin; velocity and acceleration limits are configured (a default for every joint, optionally
-overridden per joint). The configuration is immutable and checked in ``__post_init__``; a bad value
-raises :class:`~so101_safety.errors.SafetyConfigError` naming the parameter.
+overridden per joint). The configuration is an immutable pydantic model (:mod:`so101_common.schema`):
+parameter files and node parameters go through :meth:`SafetyConfig.from_mapping`, and a bad value
+raises :class:`~so101_safety.errors.SafetyConfigError`, one line naming the file (or ``parameters``)
+and the key, the way every file format of the workspace rejects bad input.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
-from so101_description.joints import JOINT_NAMES, joint
+from pydantic import Field, PrivateAttr, ValidationInfo, field_validator
+
+from so101_common.joints import JOINT_NAMES, JOINTS, joint
+from so101_common.schema import Number, SchemaError, StrictModel, read_yaml, validate
 from so101_safety.errors import SafetyConfigError
 
 __all__ = ["JointOverride", "JointLimits", "SafetyConfig", "NodeOptions", "load_config", "load_parameters", "split_parameters"]
 
 _OVERRIDABLE = ("margin", "max_velocity", "max_acceleration")
+if TYPE_CHECKING:
+    JointName = str
+else:
+    JointName = Literal[JOINT_NAMES]  # the joint spec's names: pydantic refuses any other key under joints
 
 
-@dataclass(frozen=True)
-class JointOverride:
+class JointOverride(StrictModel):
     """Per-joint values that replace the defaults of :class:`SafetyConfig`; ``None`` keeps the default."""
 
-    margin: float | None = None  # rad kept free inside each position limit of this joint
-    max_velocity: float | None = None  # rad/s
-    max_acceleration: float | None = None  # rad/s²
+    margin: Number | None = Field(None, ge=0, description="rad kept free inside each position limit of this joint")
+    max_velocity: Number | None = Field(None, gt=0, description="rad/s")
+    max_acceleration: Number | None = Field(None, gt=0, description="rad/s²")
 
 
 @dataclass(frozen=True)
@@ -47,124 +54,98 @@ class JointLimits:
         return min(max(position, self.lower), self.upper)
 
 
-@dataclass(frozen=True)
-class SafetyConfig:
+class SafetyConfig(StrictModel):
     """Everything the safety filter enforces. Units: rad, s, Hz; load as a fraction of max effort."""
 
-    margin: float = 0.05  # rad kept free inside each joint-spec position limit
-    max_velocity: float = 3.0  # rad/s, per-step bound on |Δoutput| / dt
-    max_acceleration: float = 20.0  # rad/s², per-step bound on |Δvelocity| / dt
-    watchdog_timeout: float = 0.5  # s without an accepted command (or a measured state) → hold
-    smoothing_cutoff_hz: float = 0.0  # first-order low-pass on the target before rate limiting; 0 = off
-    gripper_load_limit: float = 0.6  # fraction of max effort above which the gripper stops closing; 0 = off
-    gripper_load_hysteresis: float = 0.1  # the limit is released below gripper_load_limit − this
-    gripper_load_timeout: float = 2.0  # s after which a load reading is too old to count
-    reseed_tolerance: float = 0.1  # rad: after a reset or a hold, restart from the measured position if further
-    rate_hz: float = 100.0  # output rate of the node
-    joints: Mapping[str, JointOverride] = field(default_factory=dict)  # per-joint overrides by joint name
+    margin: Number = Field(0.05, ge=0, description="rad kept free inside each joint-spec position limit")
+    max_velocity: Number = Field(3.0, gt=0, description="rad/s, per-step bound on |Δoutput| / dt")
+    max_acceleration: Number = Field(20.0, gt=0, description="rad/s², per-step bound on |Δvelocity| / dt")
+    watchdog_timeout: Number = Field(0.5, gt=0, description="s without an accepted command (or a measured state) → hold")
+    smoothing_cutoff_hz: Number = Field(0.0, ge=0, description="first-order low-pass on the target before rate limiting; 0 = off")
+    gripper_load_limit: Number = Field(0.6, ge=0, description="fraction of max effort above which the gripper stops closing; 0 = off")
+    gripper_load_hysteresis: Number = Field(0.1, ge=0, description="the limit is released below gripper_load_limit − this")
+    gripper_load_timeout: Number = Field(2.0, gt=0, description="s after which a load reading is too old to count")
+    reseed_tolerance: Number = Field(0.1, ge=0, description="rad: after a reset or a hold, restart from the measured position if further")
+    rate_hz: Number = Field(100.0, gt=0, description="output rate of the node, Hz")
+    joints: dict[JointName, JointOverride] = Field(default_factory=dict, description="per-joint overrides by joint name")
 
-    def __post_init__(self) -> None:
-        for f in fields(self):
-            if f.name != "joints":
-                value = getattr(self, f.name)
-                if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-                    raise SafetyConfigError(f"{f.name} must be a finite number, got {value!r}")
-                object.__setattr__(self, f.name, float(value))
-        _positive("max_velocity", self.max_velocity)
-        _positive("max_acceleration", self.max_acceleration)
-        _positive("watchdog_timeout", self.watchdog_timeout)
-        _positive("rate_hz", self.rate_hz)
-        _positive("gripper_load_timeout", self.gripper_load_timeout)
-        if self.reseed_tolerance < 0:
-            raise SafetyConfigError(f"reseed_tolerance must be >= 0 rad, got {self.reseed_tolerance}")
-        if self.margin < 0:
-            raise SafetyConfigError(f"margin must be >= 0 rad, got {self.margin}")
-        if self.smoothing_cutoff_hz < 0:
-            raise SafetyConfigError(f"smoothing_cutoff_hz must be >= 0 (0 = off), got {self.smoothing_cutoff_hz}")
-        if self.gripper_load_limit < 0:
-            raise SafetyConfigError(f"gripper_load_limit must be >= 0 (0 = off), got {self.gripper_load_limit}")
-        if not 0 <= self.gripper_load_hysteresis <= self.gripper_load_limit:
-            raise SafetyConfigError(
-                f"gripper_load_hysteresis must be within [0, gripper_load_limit={self.gripper_load_limit}], "
-                f"got {self.gripper_load_hysteresis}")
-        if not isinstance(self.joints, Mapping):
-            raise SafetyConfigError(f"joints must map joint names to overrides, got {type(self.joints).__name__}")
-        joints: dict[str, JointOverride] = {}
-        for name, override in self.joints.items():
-            if name not in JOINT_NAMES:
-                raise SafetyConfigError(f"joints.{name}: unknown joint; expected one of {list(JOINT_NAMES)}")
-            if isinstance(override, Mapping):
-                unknown = set(override) - set(_OVERRIDABLE)
-                if unknown:
-                    raise SafetyConfigError(f"joints.{name}: unknown keys {sorted(unknown)}; allowed {list(_OVERRIDABLE)}")
-                override = JointOverride(**override)
-            if not isinstance(override, JointOverride):
-                raise SafetyConfigError(f"joints.{name}: expected a mapping or JointOverride, got {override!r}")
-            joints[name] = override
-        object.__setattr__(self, "joints", joints)
-        object.__setattr__(self, "_limits", tuple(self._build_limits(name) for name in JOINT_NAMES))
+    _limits: tuple[JointLimits, ...] = PrivateAttr()
+
+    @field_validator("margin")
+    @classmethod
+    def _margin_fits_every_joint(cls, margin: float) -> float:
+        _check_margin(margin, [spec.name for spec in JOINTS])
+        return margin
+
+    @field_validator("gripper_load_hysteresis")
+    @classmethod
+    def _hysteresis_within_limit(cls, hysteresis: float, info: ValidationInfo) -> float:
+        limit = info.data.get("gripper_load_limit")
+        if limit is not None and hysteresis > limit:
+            raise ValueError(f"must be within [0, gripper_load_limit={limit}]")
+        return hysteresis
+
+    @field_validator("joints")
+    @classmethod
+    def _override_margins_fit(cls, joints: dict[str, JointOverride]) -> dict[str, JointOverride]:
+        for name, override in joints.items():
+            if override.margin is not None:
+                _check_margin(override.margin, [name], f"{name}.margin ")
+        return joints
+
+    def model_post_init(self, context: Any, /) -> None:
+        self._limits = tuple(self._build_limits(name) for name in JOINT_NAMES)
 
     def _build_limits(self, name: str) -> JointLimits:
         spec = joint(name)
         override = self.joints.get(name, JointOverride())
-        values = {}
-        for key in _OVERRIDABLE:
-            value = getattr(override, key)
-            if value is None:
-                value = getattr(self, key)
-            elif isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-                raise SafetyConfigError(f"joints.{name}.{key} must be a finite number, got {value!r}")
-            values[key] = float(value)
-        _positive(f"joints.{name}.max_velocity", values["max_velocity"])
-        _positive(f"joints.{name}.max_acceleration", values["max_acceleration"])
-        margin = values["margin"]
-        if margin < 0 or 2 * margin >= spec.span:
-            raise SafetyConfigError(
-                f"joints.{name}.margin must be within [0, {spec.span / 2:.4f}) rad (half the joint's range), got {margin}")
-        return JointLimits(name=name, lower=spec.lower + margin, upper=spec.upper - margin,
-                           max_velocity=values["max_velocity"], max_acceleration=values["max_acceleration"],
-                           max_effort=spec.max_effort, is_gripper=spec.is_gripper)
+        margin, velocity, acceleration = (getattr(self, key) if getattr(override, key) is None else getattr(override, key)
+                                          for key in _OVERRIDABLE)
+        return JointLimits(name=name, lower=spec.lower + margin, upper=spec.upper - margin, max_velocity=velocity,
+                           max_acceleration=acceleration, max_effort=spec.max_effort, is_gripper=spec.is_gripper)
 
     @property
     def limits(self) -> tuple[JointLimits, ...]:
         """Effective limits of every joint, in :data:`JOINT_NAMES` order."""
-        return self._limits  # type: ignore[attr-defined, no-any-return]
+        return self._limits
 
     @classmethod
-    def from_mapping(cls, values: Mapping[str, Any]) -> SafetyConfig:
+    def from_mapping(cls, values: Mapping[str, Any], source: str = "parameters") -> SafetyConfig:
         """Build from a plain mapping (parameter YAML or node parameters); unknown keys are an error.
 
         Per-joint overrides may come nested (``{"joints": {"gripper": {"max_velocity": 2.0}}}``) or
         flattened the way ROS names nested parameters (``{"joints.gripper.max_velocity": 2.0}``);
-        ``None`` values are ignored (an unset parameter).
+        ``None`` values are ignored (an unset parameter). ``source`` names the file in errors.
         """
-        known = {f.name for f in fields(cls)}
         top: dict[str, Any] = {}
-        joints: dict[str, dict[str, Any]] = {}
+        joints: dict[str, Any] = {}
         for key, value in values.items():
             if value is None:
                 continue
-            if key == "joints":
-                if not isinstance(value, Mapping):
-                    raise SafetyConfigError(f"joints must be a mapping of joint name → overrides, got {value!r}")
+            if key == "joints" and isinstance(value, Mapping):
                 for name, override in value.items():
-                    if not isinstance(override, Mapping):
-                        raise SafetyConfigError(f"joints.{name} must be a mapping, got {override!r}")
-                    joints.setdefault(name, {}).update({k: v for k, v in override.items() if v is not None})
+                    if isinstance(override, Mapping):
+                        joints.setdefault(name, {}).update({k: v for k, v in override.items() if v is not None})
+                    else:
+                        joints[name] = override  # validation names it
             elif key.startswith("joints."):
-                parts = key.split(".")
-                if len(parts) != 3:
-                    raise SafetyConfigError(f"{key}: expected joints.<joint>.<{'|'.join(_OVERRIDABLE)}>")
-                joints.setdefault(parts[1], {})[parts[2]] = value
-            elif key in known:
-                top[key] = value
+                name, _, field = key.removeprefix("joints.").partition(".")
+                if not field:
+                    joints[name] = value  # validation names it: joints.<joint> must be a mapping
+                elif isinstance(joints.setdefault(name, {}), dict):
+                    joints[name][field] = value
             else:
-                raise SafetyConfigError(f"unknown safety parameter {key!r}; known: {sorted(known - {'joints'})}")
-        return cls(**top, joints={name: override for name, override in joints.items() if override})
+                top[key] = value
+        if joints:
+            top["joints"] = {name: override for name, override in joints.items() if override != {}}
+        try:
+            return validate(cls, top, source)
+        except SchemaError as err:
+            raise SafetyConfigError(str(err)) from None
 
     def to_mapping(self) -> dict[str, Any]:
         """The flat parameter view (``joints.<name>.<key>`` for overrides), inverse of :meth:`from_mapping`."""
-        values: dict[str, Any] = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "joints"}
+        values: dict[str, Any] = {name: getattr(self, name) for name in type(self).model_fields if name != "joints"}
         for name, override in self.joints.items():
             for key in _OVERRIDABLE:
                 if getattr(override, key) is not None:
@@ -172,46 +153,37 @@ class SafetyConfig:
         return values
 
 
-@dataclass(frozen=True)
-class NodeOptions:
+class NodeOptions(StrictModel):
     """Settings of the node shell that the filter itself does not need."""
 
-    diagnostics_period: float = 1.0  # s between the node's own /diagnostics status messages
-    gripper_status_match: str = "gripper"  # a /diagnostics status whose name or hardware_id contains this
-    log_throttle: float = 2.0  # s between two log lines about rejected messages
-
-    def __post_init__(self) -> None:
-        for name in ("diagnostics_period", "log_throttle"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
-                raise SafetyConfigError(f"{name} must be a finite number > 0, got {value!r}")
-            object.__setattr__(self, name, float(value))
-        if not isinstance(self.gripper_status_match, str) or not self.gripper_status_match.strip():
-            raise SafetyConfigError(f"gripper_status_match must be a non-empty string, got {self.gripper_status_match!r}")
+    diagnostics_period: Number = Field(1.0, gt=0, description="s between the node's own /diagnostics status messages")
+    log_throttle: Number = Field(2.0, gt=0, description="s between two log lines about rejected messages")
 
 
-def split_parameters(values: Mapping[str, Any]) -> tuple[SafetyConfig, NodeOptions]:
+def split_parameters(values: Mapping[str, Any], source: str = "parameters") -> tuple[SafetyConfig, NodeOptions]:
     """Split one flat parameter mapping into the filter's config and the node's options (both validated)."""
-    node_keys = {f.name for f in fields(NodeOptions)}
+    node_keys = set(NodeOptions.model_fields)
     node = {k: v for k, v in values.items() if k in node_keys and v is not None}
     rest = {k: v for k, v in values.items() if k not in node_keys and k != "use_sim_time"}
-    return SafetyConfig.from_mapping(rest), NodeOptions(**node)
+    config = SafetyConfig.from_mapping(rest, source)
+    try:
+        return config, validate(NodeOptions, node, source)
+    except SchemaError as err:
+        raise SafetyConfigError(str(err)) from None
 
 
 def load_parameters(path: str | Path, node_name: str = "safety_filter") -> tuple[SafetyConfig, NodeOptions]:
     """Read a ROS parameter file (``/**:`` or ``<node_name>:`` → ``ros__parameters``)."""
-    import yaml
-
     try:
-        document = yaml.safe_load(Path(path).read_text())
-    except (OSError, yaml.YAMLError) as err:
-        raise SafetyConfigError(f"cannot read safety parameters from {path}: {err}") from err
+        document = read_yaml(path)
+    except SchemaError as err:
+        raise SafetyConfigError(str(err)) from None
     if not isinstance(document, Mapping):
         raise SafetyConfigError(f"{path}: expected a mapping at the top level")
     for key in ("/**", node_name, f"/{node_name}"):
         section = document.get(key)
         if isinstance(section, Mapping) and isinstance(section.get("ros__parameters"), Mapping):
-            return split_parameters(section["ros__parameters"])
+            return split_parameters(section["ros__parameters"], f"{path} [{key}.ros__parameters]")
     raise SafetyConfigError(f"{path}: no '/**: ros__parameters:' (or '{node_name}:') section")
 
 
@@ -220,6 +192,8 @@ def load_config(path: str | Path, node_name: str = "safety_filter") -> SafetyCon
     return load_parameters(path, node_name)[0]
 
 
-def _positive(name: str, value: float) -> None:
-    if not value > 0:
-        raise SafetyConfigError(f"{name} must be > 0, got {value}")
+def _check_margin(margin: float, names: list[str], what: str = "") -> None:
+    """A margin must leave some of every joint's range: below half the span of each named joint."""
+    tightest = min((joint(name) for name in names), key=lambda spec: spec.span)
+    if 2 * margin >= tightest.span:
+        raise ValueError(f"{what}must be below {tightest.span / 2:.4f} rad (half the range of {tightest.name})")

@@ -18,6 +18,11 @@ Guarantees, whatever the inputs (see the package README for the exact statement)
    every joint becomes the measured position at that moment (clipped) and stays there until a new
    command arrives; the output brakes onto it within the bounds of 3.
 
+When to step: the node steps on every accepted command as it arrives (the bounds of 3 use the real
+time since the previous output) and on a timer only when :meth:`SafetyFilter.tick_due` says the output
+has something to do on its own (e-stop, watchdog hold, not yet at its target). The guarantees hold for
+any sequence of ``step`` times.
+
 Reseeds happen on the first output, and after a reset or a watchdog hold (output at rest) when the
 measured position is further than ``reseed_tolerance`` from the last output.
 """
@@ -26,11 +31,13 @@ from __future__ import annotations
 
 import enum
 import math
+import numbers
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from decimal import Decimal
 
-from so101_description.joints import JOINT_NAMES
+from so101_common.joints import JOINT_NAMES
 from so101_safety.config import SafetyConfig
 from so101_safety.limiter import MIN_DT, limit_step
 
@@ -55,7 +62,7 @@ class RejectReason(enum.Enum):
 
 @dataclass(frozen=True)
 class Verdict:
-    """The outcome of :meth:`SafetyFilter.on_command` (or ``on_measured``/``on_gripper_load``)."""
+    """The outcome of :meth:`SafetyFilter.on_command` (or ``on_measured``)."""
 
     accepted: bool
     reason: RejectReason | None = None
@@ -107,6 +114,7 @@ class FilterStats:
     measured_accepted: int = 0
     measured_rejected: Counter[str] = field(default_factory=Counter)
     steps: int = 0
+    bad_step_times: int = 0  # step() calls whose time was not a finite real number (nothing computed)
     estops: int = 0
     resets: int = 0
 
@@ -129,8 +137,7 @@ class SafetyFilter:
         # measured state
         self._measured = [_NAN] * n
         self._measured_time = [-math.inf] * n
-        self._load_effort: tuple[float, float] | None = None  # (fraction, stamp) from joint efforts
-        self._load_reported: tuple[float, float] | None = None  # (fraction, stamp) from telemetry
+        self._load: tuple[float, float] | None = None  # (fraction of max effort, stamp) from the gripper's effort
         # command state
         self._target = [_NAN] * n  # clipped targets; NaN = take the measured position
         self._clipped = [False] * n
@@ -175,7 +182,7 @@ class SafetyFilter:
         if not verdict.accepted:
             self.stats.rejected[verdict.reason.value if verdict.reason else "unknown"] += 1
             return verdict
-        stamp = float(stamp)
+        stamp = float(stamp)  # a finite real number: _parse checked it
         if self._command_time is not None and stamp - self._command_time > self.config.watchdog_timeout:
             self._enter_hold()  # the stream had stalled: joints this command leaves out keep the hold
         clipped = []
@@ -200,19 +207,6 @@ class SafetyFilter:
         else:
             self.stats.measured_rejected[verdict.reason.value if verdict.reason else "unknown"] += 1
         return verdict
-
-    def on_gripper_load(self, fraction: float, stamp: float) -> Verdict:
-        """A gripper load reading (fraction of its max effort) from the driver's telemetry."""
-        try:
-            value, t = abs(float(fraction)), float(stamp)
-        except (TypeError, ValueError):
-            return Verdict.reject(RejectReason.MALFORMED, f"gripper load {fraction!r} is not a number")
-        if not math.isfinite(value):
-            return Verdict.reject(RejectReason.NON_FINITE, f"gripper load {fraction!r}")
-        if not math.isfinite(t):
-            return Verdict.reject(RejectReason.BAD_STAMP, f"stamp {stamp!r}")
-        self._load_reported = (value, t)
-        return Verdict.ok()
 
     def estop(self, reason: str = "e-stop") -> None:
         """Latch the e-stop: the output freezes where it is until :meth:`reset`."""
@@ -242,13 +236,45 @@ class SafetyFilter:
 
     # ------------------------------------------------------------------ output
 
-    def step(self, now: float) -> SafeCommand | None:
-        """The command to publish at ``now`` (None before a measured state is known or for a bad ``now``)."""
+    def tick_due(self, now: float, period: float) -> bool:
+        """Whether a timer tick at ``now`` should :meth:`step` (and publish): the node steps on every
+        accepted command at its arrival and ticks only for what no command brings.
+
+        Due when nothing was output yet, or when no output went out within ``period`` *and* the output
+        has something to do on its own: the e-stop or the watchdog hold is on (or due now: the command
+        or the measured state went stale), or the output has not reached its target (rate limited,
+        smoothing, a gripper limit) and no command came within ``2·period`` (the commands carry it
+        while they flow). A tick never lands just before a command of a live stream and cuts that
+        command's step short: each step sees the full time since the previous output (its dt).
+        """
         try:
-            now = float(now)
+            now, period = float(now), float(period)
         except (TypeError, ValueError):
-            return None
+            return False
         if not math.isfinite(now) or not self.measured_known:
+            return False
+        last = self._last
+        if last is None or self._t is None:
+            return True
+        if now - self._t < period:
+            return False
+        timeout = self.config.watchdog_timeout
+        command_stale = self._command_time is None or abs(now - self._command_time) > timeout
+        measured_stale = any(abs(now - t) > timeout for t in self._measured_time)
+        if self.estopped or self._holding or command_stale or measured_stale:
+            return True
+        between_commands = self._command_time is None or abs(now - self._command_time) >= 2.0 * period
+        return bool(last.rate_limited) and between_commands
+
+    def step(self, now: float) -> SafeCommand | None:
+        """The command to publish at ``now`` (None before a measured state is known or for a bad ``now``:
+        one that is not a finite real number, counted in ``stats.bad_step_times``)."""
+        t = _to_float(now)
+        if t is None or not math.isfinite(t):
+            self.stats.bad_step_times += 1
+            return None
+        now = t
+        if not self.measured_known:
             return None
         if self.estopped:
             return self._step_estopped(now)
@@ -325,8 +351,7 @@ class SafetyFilter:
             self._gripper_limited = False
             return
         timeout = self.config.gripper_load_timeout
-        fresh = [value for value, t in filter(None, (self._load_effort, self._load_reported)) if abs(now - t) <= timeout]
-        load = max(fresh) if fresh else None
+        load = self._load[0] if self._load is not None and abs(now - self._load[1]) <= timeout else None
         if load is not None and load > limit:
             self._gripper_limited = True
         elif load is None or load < limit - self.config.gripper_load_hysteresis:
@@ -381,19 +406,17 @@ class SafetyFilter:
         if unknown:
             return Verdict.reject(RejectReason.UNKNOWN_JOINT,
                                   f"unknown joints {unknown!r}"[:200] + f"; expected some of {list(self.names)}"), []
-        try:
-            values = [float(p) for p in positions]
-        except (TypeError, ValueError, OverflowError) as err:
-            return Verdict.reject(RejectReason.MALFORMED, f"positions must be numbers: {err}"), []
+        converted = [_to_float(p) for p in positions]
+        not_numbers = [n for n, v in zip(names, converted, strict=True) if v is None]
+        if not_numbers:
+            return Verdict.reject(RejectReason.MALFORMED, f"positions must be real numbers; not for {not_numbers}"), []
+        values = [v for v in converted if v is not None]
         bad = [n for n, p in zip(names, values, strict=True) if not math.isfinite(p)]
         if bad:
-            return Verdict.reject(RejectReason.NON_FINITE, f"non-finite position for {bad}"), []
-        try:
-            t = float(stamp)
-        except (TypeError, ValueError):
-            t = _NAN
-        if not math.isfinite(t):
-            return Verdict.reject(RejectReason.BAD_STAMP, f"stamp {stamp!r} is not a finite time"), []
+            return Verdict.reject(RejectReason.NON_FINITE, f"position for {bad} {_NOT_FINITE}"), []
+        t = _to_float(stamp)
+        if t is None or not math.isfinite(t):
+            return Verdict.reject(RejectReason.BAD_STAMP, f"stamp {_show(stamp)} is not a finite time"), []
         return Verdict.ok(), [(self._index[n], p) for n, p in zip(names, values, strict=True)]
 
     def _parse_measured(self, names: Sequence[str], positions: Sequence[float], velocities: Sequence[float],
@@ -401,16 +424,18 @@ class SafetyFilter:
         try:
             names, positions, efforts = list(names), list(positions), list(efforts)
             n_velocities = len(velocities)
-            t = float(stamp)
-        except (TypeError, ValueError) as err:
+        except TypeError as err:
             return Verdict.reject(RejectReason.MALFORMED, f"malformed joint state: {err}")
+        t = _to_float(stamp)
+        if t is None:
+            return Verdict.reject(RejectReason.BAD_STAMP, f"stamp {_show(stamp)} is not a number")
         if not names:
             return Verdict.reject(RejectReason.EMPTY, "joint state without names")
         if len(positions) != len(names) or n_velocities not in (0, len(names)) or len(efforts) not in (0, len(names)):
             return Verdict.reject(RejectReason.LENGTH_MISMATCH, f"{len(names)} names, {len(positions)} positions, "
                                   f"{n_velocities} velocities, {len(efforts)} efforts")
         if not math.isfinite(t):
-            return Verdict.reject(RejectReason.BAD_STAMP, f"stamp {stamp!r} is not a finite time")
+            return Verdict.reject(RejectReason.BAD_STAMP, f"stamp {_show(stamp)} is not a finite time")
         if len({n for n in names if isinstance(n, str)}) != sum(isinstance(n, str) for n in names):
             return Verdict.reject(RejectReason.DUPLICATE_NAME, "joints named more than once")
         used = 0
@@ -418,7 +443,7 @@ class SafetyFilter:
             i = self._index.get(name) if isinstance(name, str) else None
             if i is None:
                 continue
-            q = _as_float(positions[k])
+            q = _as_float(positions[k])  # not a number, NaN, ±inf or beyond the float range: not used
             if math.isfinite(q):
                 self._measured[i] = q
                 self._measured_time[i] = t
@@ -426,15 +451,42 @@ class SafetyFilter:
             if i == self._gripper and efforts:
                 effort = _as_float(efforts[k])
                 if math.isfinite(effort):
-                    self._load_effort = (abs(effort) / self._limits[i].max_effort, t)
+                    self._load = (abs(effort) / self._limits[i].max_effort, t)
         if not used:
             return Verdict.reject(RejectReason.UNKNOWN_JOINT if not any(n in self._index for n in names)
                                   else RejectReason.NON_FINITE, "no usable joint position in the measured state")
         return Verdict.ok()
 
 
-def _as_float(value: object) -> float:
+_NOT_FINITE = "is NaN, infinite or beyond the float range"
+
+
+def _to_float(value: object) -> float | None:
+    """A real number of any type and size as a float (±inf beyond the float range); None for anything
+    else (text, bools, complex numbers, None, containers): only numbers are taken as numbers."""
+    if isinstance(value, (bool, str, bytes, bytearray)):
+        return None
+    if not isinstance(value, (numbers.Real, Decimal)):
+        if isinstance(value, numbers.Number):  # complex
+            return None
+        try:  # numpy 0-d arrays and other objects that say they are real numbers
+            return float(value)  # type: ignore[arg-type]
+        except (TypeError, ValueError, OverflowError):
+            return None
     try:
-        return float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError, OverflowError):
-        return _NAN
+        return float(value)
+    except OverflowError:  # an int/Fraction/Decimal too large for a float
+        return math.inf
+    except (TypeError, ValueError):
+        return None
+
+
+def _as_float(value: object) -> float:
+    number = _to_float(value)
+    return _NAN if number is None else number
+
+
+def _show(value: object) -> str:
+    """A bounded repr for messages (10**400 has 401 digits)."""
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."

@@ -1,10 +1,11 @@
 """``safety_filter`` node: the ROS shell around :class:`so101_safety.core.SafetyFilter`.
 
-Subscribes ``input`` (JointState command, default remap ``/gaponet/joint_command``), ``/joint_states``,
-``/diagnostics`` (gripper load, see :mod:`so101_safety.diagnostics`) and ``~/estop_trigger``
+Subscribes ``input`` (JointState command, remapped to ``gaponet/joint_command`` in the deploy graph),
+``joint_states`` (positions; the gripper's effort in N·m gives its load) and ``~/estop_trigger``
 (std_msgs/Bool: true latches the e-stop, false does nothing). Publishes ``output`` (JointState, all
-joints, positions only, default remap ``/joint_command``) at ``rate_hz`` and its state on
-``/diagnostics``. Services ``~/estop`` and ``~/reset`` (std_srvs/Trigger). Parameters: see
+joints, positions only, remapped to ``joint_command``) once for every accepted command as it arrives,
+and on a ``rate_hz`` timer while the output has something to do on its own (watchdog hold, e-stop,
+travelling to its target: :meth:`SafetyFilter.tick_due`); its state goes to ``/diagnostics``. Services ``~/estop`` and ``~/reset`` (std_srvs/Trigger). Parameters: see
 ``config/safety.yaml`` and the package README; they are read at start-up (changes at run time are
 refused). Every input is stamped with this node's clock at arrival (``use_sim_time`` honoured).
 """
@@ -23,10 +24,10 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Bool
 from std_srvs.srv import Trigger
 
-from so101_description.node_runner import run_node
+from so101_ros.node_runner import run_node
 from so101_safety.config import JointOverride, NodeOptions, SafetyConfig, split_parameters
-from so101_safety.core import SafetyFilter, Verdict
-from so101_safety.diagnostics import parse_gripper_load, status_report
+from so101_safety.core import SafeCommand, SafetyFilter, Verdict
+from so101_safety.diagnostics import status_report
 from so101_safety.errors import SafetyConfigError
 
 __all__ = ["SafetyNode", "main"]
@@ -40,7 +41,6 @@ class SafetyNode(Node):
         super().__init__("safety_filter", **kwargs)
         self.config, self.options = split_parameters(self._declare_parameters())
         self.filter = SafetyFilter(self.config)
-        self._gripper = next(lim for lim in self.config.limits if lim.is_gripper)
         self._t0_ns = self.get_clock().now().nanoseconds
         self._reported_rejections = 0
         self.add_on_set_parameters_callback(self._on_set_parameters)
@@ -48,12 +48,12 @@ class SafetyNode(Node):
         self.pub = self.create_publisher(JointState, "output", 10)
         self.diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
         self.create_subscription(JointState, "input", self._on_command, _STREAM_QOS)
-        self.create_subscription(JointState, "/joint_states", self._on_joint_states, _STREAM_QOS)
-        self.create_subscription(DiagnosticArray, "/diagnostics", self._on_diagnostics, 50)
+        self.create_subscription(JointState, "joint_states", self._on_joint_states, _STREAM_QOS)
         self.create_subscription(Bool, "~/estop_trigger", self._on_estop_trigger, 10)
         self.create_service(Trigger, "~/estop", self._on_estop)
         self.create_service(Trigger, "~/reset", self._on_reset)
-        self.create_timer(1.0 / self.config.rate_hz, self._on_tick)
+        self._period = 1.0 / self.config.rate_hz
+        self.create_timer(self._period, self._on_tick)
         self.create_timer(self.options.diagnostics_period, self._publish_diagnostics)
         limits = ", ".join(f"{lim.name} [{lim.lower:.3f}, {lim.upper:.3f}] rad ≤{lim.max_velocity:g} rad/s "
                            f"≤{lim.max_acceleration:g} rad/s²" for lim in self.config.limits)
@@ -83,18 +83,15 @@ class SafetyNode(Node):
 
     # ---------------------------------------------------------------- inputs
     def _on_command(self, msg: JointState) -> None:
-        self._log_rejection("command", self.filter.on_command(msg.name, msg.position, self._now()))
+        now = self._now()
+        verdict = self.filter.on_command(msg.name, msg.position, now)
+        self._log_rejection("command", verdict)
+        if verdict.accepted:
+            self._publish(self.filter.step(now))  # forwarded at arrival: no wait for the next tick
 
     def _on_joint_states(self, msg: JointState) -> None:
-        self._log_rejection("/joint_states", self.filter.on_measured(msg.name, msg.position, msg.velocity,
-                                                                     msg.effort, self._now()))
-
-    def _on_diagnostics(self, msg: DiagnosticArray) -> None:
-        statuses = [(s.name, s.hardware_id, [(kv.key, kv.value) for kv in s.values]) for s in msg.status]
-        load = parse_gripper_load(statuses, self._gripper.max_effort, self.options.gripper_status_match,
-                                  ignore_prefix=self.get_name())
-        if load is not None:
-            self.filter.on_gripper_load(load, self._now())
+        self._log_rejection("joint_states", self.filter.on_measured(msg.name, msg.position, msg.velocity,
+                                                                    msg.effort, self._now()))
 
     def _on_estop_trigger(self, msg: Bool) -> None:
         if msg.data:
@@ -128,7 +125,11 @@ class SafetyNode(Node):
 
     # ---------------------------------------------------------------- output
     def _on_tick(self) -> None:
-        command = self.filter.step(self._now())
+        now = self._now()
+        if self.filter.tick_due(now, self._period):
+            self._publish(self.filter.step(now))
+
+    def _publish(self, command: SafeCommand | None) -> None:
         if command is None:
             return
         msg = JointState()

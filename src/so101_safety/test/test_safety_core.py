@@ -4,10 +4,15 @@ test_safety_properties.py)."""
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from decimal import Decimal
+from fractions import Fraction
+from typing import Any
 
+import numpy as np
 import pytest
 
-from so101_description.joints import JOINT_NAMES
+from so101_common.joints import JOINT_NAMES
 from so101_safety.config import SafetyConfig
 from so101_safety.core import RejectReason, SafetyFilter
 
@@ -21,7 +26,8 @@ def make(config: SafetyConfig | None = None, measured=ZERO, t: float = 0.0) -> S
     return f
 
 
-def run(f: SafetyFilter, t0: float, seconds: float, command=None, measured=None):
+def run(f: SafetyFilter, t0: float, seconds: float, command: tuple[Sequence[str], Sequence[float]] | None = None,
+        measured: Sequence[float] | None = None) -> list[Any]:
     """Step at 100 Hz for ``seconds``; optionally re-send a command and a measured state every tick."""
     out = []
     for k in range(1, round(seconds / DT) + 1):
@@ -191,22 +197,28 @@ def test_estop_before_any_output_holds_the_clipped_measured_position():
 ARM = [0, 0, 0, 0, 0, 1.0]
 
 
+def _gripper_load(f: SafetyFilter, fraction: float, t: float) -> None:
+    """A joint state whose gripper effort (N·m, signed: closing pushes negative) is ``fraction`` of its max."""
+    effort = -fraction * f.config.limits[5].max_effort
+    assert f.on_measured(JOINT_NAMES, ARM, [], [0.0] * 5 + [effort], t)
+
+
 def test_gripper_stops_closing_above_the_load_limit_and_may_open():
     f = make(SafetyConfig(gripper_load_limit=0.5, gripper_load_hysteresis=0.1), measured=ARM)
     run(f, 0.0, 0.2, command=(["gripper"], [1.0]), measured=ARM)
     closing = run(f, 0.2, 0.2, command=(["gripper"], [-0.1]), measured=ARM)
     g_before = closing[-1].positions[5]
     assert g_before < 1.0
-    f.on_gripper_load(0.8, 0.4)  # telemetry: squeezing hard
+    _gripper_load(f, 0.8, 0.4)  # squeezing hard
     squeezed = run(f, 0.4, 0.5, command=(["gripper"], [-0.1]), measured=ARM)
     assert squeezed[-1].gripper_limited
     assert squeezed[0].velocities[5] == 0.0  # stops closing at once
     assert all(c.positions[5] == g_before for c in squeezed)
     opening = run(f, 0.9, 0.3, command=(["gripper"], [1.2]), measured=ARM)
     assert opening[-1].positions[5] > squeezed[-1].positions[5]  # opening is always allowed
-    f.on_gripper_load(0.45, 1.2)  # inside the hysteresis band: still limited
+    _gripper_load(f, 0.45, 1.2)  # inside the hysteresis band: still limited
     assert f.step(1.21).gripper_limited
-    f.on_gripper_load(0.3, 1.22)
+    _gripper_load(f, 0.3, 1.22)
     assert not f.step(1.23).gripper_limited
 
 
@@ -231,7 +243,7 @@ def test_time_that_does_not_advance_repeats_the_last_output():
     f.on_command(["elbow_flex"], [1.0], 0.0)
     a = f.step(0.1)
     assert f.step(0.1) is a and f.step(0.05) is a
-    assert f.step(math.nan) is None and f.step("later") is None
+    assert f.step(math.nan) is None and f.step("later") is None  # type: ignore[arg-type]  # malformed on purpose
     b = f.step(0.11)
     assert b.stamp == 0.11 and b is not a
 
@@ -247,5 +259,58 @@ def test_measured_state_validation():
     assert f.on_measured(["gripper"], [0.1], [], [], math.inf).reason is RejectReason.BAD_STAMP
     assert f.on_measured(["gripper", "camera_pan"], [0.1, 0.0], [], [], 0.0)  # other joints are ignored
     assert sum(f.stats.measured_rejected.values()) == 7 and f.stats.measured_accepted == 1
-    assert f.on_gripper_load(math.nan, 0.0).reason is RejectReason.NON_FINITE
-    assert f.on_gripper_load("heavy", 0.0).reason is RejectReason.MALFORMED
+
+
+def test_tick_is_due_for_the_first_output_and_not_before_the_arm_is_known():
+    f = SafetyFilter()
+    assert not f.tick_due(0.0, DT)  # no measured state: nothing to publish
+    f.on_measured(JOINT_NAMES, ZERO, [], [], 0.0)
+    assert f.tick_due(0.0, DT)
+
+
+def test_commands_carry_the_output_while_they_flow_and_ticks_between_them():
+    f = make()
+    f.step(0.0)  # the first output: the arm's own position
+    f.on_command(["elbow_flex"], [1.0], DT)
+    c = f.step(DT)  # at the command's arrival
+    assert c.positions[2] > 0.0 and c.rate_limited == ("elbow_flex",)
+    assert not f.tick_due(DT + DT / 2, DT)  # an output went out within the period
+    assert not f.tick_due(2.5 * DT, DT)  # a command came within two periods: the next one carries on
+    assert f.tick_due(3.01 * DT, DT)  # the commands paused: the timer takes the output on to its target
+    f.on_command(["elbow_flex"], [c.positions[2]], 3 * DT)  # a command the output has reached...
+    f.step(3 * DT)
+    f.on_command(["elbow_flex"], [c.positions[2]], 4 * DT)
+    f.step(4 * DT)
+    assert not f.tick_due(6 * DT, DT)  # ...at rest on it with fresh commands: nothing for the timer
+
+
+def test_ticks_carry_the_watchdog_hold_and_the_estop():
+    f = make()
+    f.on_command(["elbow_flex"], [1e-4], 0.0)
+    f.step(0.02)
+    timeout = f.config.watchdog_timeout
+    assert f.tick_due(0.02 + timeout + DT, DT)  # the command stream went stale: the hold needs the timer
+    g = make()
+    g.on_command(["elbow_flex"], [1e-4], 0.0)
+    g.step(0.02)
+    g.estop("test")
+    assert g.tick_due(0.04, DT)
+
+
+def test_numbers_of_any_type_and_size_are_used_or_rejected_with_a_reason():
+    f = SafetyFilter()
+    assert f.step(10**400) is None and f.stats.bad_step_times == 1  # was: OverflowError
+    assert f.step(Decimal("NaN")) is None and f.step("1.0") is None and f.stats.bad_step_times == 3
+    measured = f.on_measured(JOINT_NAMES, [0.0] * 6, [], [], 10**400)
+    assert measured.reason is RejectReason.BAD_STAMP and "is not a finite time" in measured.detail
+    assert f.on_measured(JOINT_NAMES, [Fraction(1, 10), Decimal("0.2"), np.float32(0.3), np.int64(0), 0, 0.0],
+                         [], [10**400] * 6, Fraction(3, 5))
+    huge = f.on_command(["elbow_flex"], [10**400], 1.0)
+    assert huge.reason is RejectReason.NON_FINITE and "beyond the float range" in huge.detail
+    assert f.on_command(["elbow_flex"], [0.1], 10**400).reason is RejectReason.BAD_STAMP
+    assert f.on_command(["elbow_flex"], [True], 1.0).reason is RejectReason.MALFORMED
+    assert f.on_command(["elbow_flex"], [1 + 2j], 1.0).reason is RejectReason.MALFORMED
+    assert f.on_command(["elbow_flex", "wrist_flex"], [Fraction(1, 5), Decimal("-0.1")], Decimal("0.6"))
+    out = f.step(np.float64(0.6))
+    assert out is not None and out.positions[1] == pytest.approx(0.2) and out.targets[2] == pytest.approx(0.2)
+    assert out.targets[3] == pytest.approx(-0.1)

@@ -1,5 +1,6 @@
 """The safety node in a child process over real DDS (loopback, private domain): clipping, the watchdog
-hold, e-stop via service and topic, reset, rejected messages, diagnostics."""
+hold, e-stop via service and topic, reset, rejected messages, the gripper load from joint efforts,
+diagnostics, and forwarding each command at its arrival."""
 
 from __future__ import annotations
 
@@ -9,14 +10,14 @@ from pathlib import Path
 
 import pytest
 import rclpy
-from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Bool
 from std_srvs.srv import Trigger
 
-from so101_description.joints import JOINT_NAMES, joint
+from so101_common.joints import JOINT_NAMES, joint
 from so101_testing import NodeProcess, wait_for
 
 REPO = Path(__file__).resolve().parents[3]
@@ -32,7 +33,6 @@ class Harness(Node):
         super().__init__("safety_test_harness")
         self.cmd_pub = self.create_publisher(JointState, "/safety_test/command", 10)
         self.js_pub = self.create_publisher(JointState, "/joint_states", 10)
-        self.diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
         self.estop_pub = self.create_publisher(Bool, "/safety_filter/estop_trigger", 10)
         self.create_subscription(JointState, "/safety_test/output", self._on_output, 50)
         self.create_subscription(DiagnosticArray, "/diagnostics", self._on_diag, 50)
@@ -42,10 +42,11 @@ class Harness(Node):
         self.outputs: list[tuple[float, list[float]]] = []
         self.status: DiagnosticStatus | None = None
         self.command: tuple[list[str], list[float]] | None = None  # re-sent at 50 Hz while set
+        self.gripper_effort = 0.0  # N·m in the published joint states
         self.create_timer(0.02, self._tick)
 
     def _tick(self) -> None:
-        self.js_pub.publish(self._state(JOINT_NAMES, ARM, effort=[0.0] * 6))
+        self.js_pub.publish(self._state(JOINT_NAMES, ARM, effort=[0.0] * 5 + [self.gripper_effort]))
         if self.command is not None:
             self.cmd_pub.publish(self._state(*self.command))
 
@@ -87,10 +88,6 @@ class Harness(Node):
         with self.lock:
             return {kv.key: kv.value for kv in self.status.values} if self.status else {}
 
-    def send_gripper_load(self, permille: int) -> None:
-        status = DiagnosticStatus(name="so101_driver: gripper", hardware_id="servo 6",
-                                  values=[KeyValue(key="load_permille", value=str(permille))])
-        self.diag_pub.publish(DiagnosticArray(status=[status]))
 
 
 @pytest.fixture(scope="module")
@@ -175,17 +172,18 @@ def test_estop_trigger_topic_and_bad_messages(harness):
     assert wait_for(lambda: (node.latest() or [0] * 6)[5] == pytest.approx(1.0, abs=1e-6), 5.0)
 
 
-def test_gripper_load_from_diagnostics_stops_closing(harness):
+def test_gripper_load_from_joint_state_effort_stops_closing(harness):
     node, proc = harness
     node.command = (["gripper"], [1.0])
     assert wait_for(lambda: (node.latest() or [0] * 6)[5] == pytest.approx(1.0, abs=1e-6), 5.0)
-    node.send_gripper_load(900)  # 90 % of max torque, above the 0.6 limit
+    node.gripper_effort = -0.9 * joint("gripper").max_effort  # squeezing: 90 % of max torque, above the 0.6 limit
     assert wait_for(lambda: node.status_values().get("gripper_load_limited") == "True", 3.0), proc.output()
     node.command = (["gripper"], [0.0])  # try to close further
     t0 = node.now() + 0.1
     assert wait_for(lambda: len(node.since(t0)) > 20, 3.0)
     assert min(p[5] for p in node.since(t0)) == pytest.approx(1.0, abs=1e-6)
     node.command = None
+    node.gripper_effort = 0.0
 
 
 def test_parameters_cannot_change_at_run_time(harness):
@@ -200,3 +198,46 @@ def test_parameters_cannot_change_at_run_time(harness):
     assert wait_for(future.done, 5.0)
     result = future.result().results[0]
     assert not result.successful and "start-up" in result.reason
+
+
+def test_each_command_is_forwarded_at_its_arrival() -> None:
+    """With a timer far slower than the test (rate_hz 0.01: one tick per 100 s), every output the
+    test sees was published by a command's arrival, not by the timer."""
+    args = ["--ros-args", "--params-file", str(PARAMS), "-p", "rate_hz:=0.01", "-p", "watchdog_timeout:=1000.0",
+            "-r", "__ns:=/arrival", "-r", "input:=command", "-r", "output:=output"]
+    context = rclpy.Context()
+    rclpy.init(context=context)
+    node = rclpy.create_node("arrival_probe", context=context)
+    outputs: list[list[float]] = []
+    node.create_subscription(JointState, "/arrival/output", lambda m: outputs.append(list(m.position)), 50)
+    state_pub = node.create_publisher(JointState, "/arrival/joint_states", 10)
+    command_pub = node.create_publisher(JointState, "/arrival/command", 10)
+    executor = SingleThreadedExecutor(context=context)
+    executor.add_node(node)
+    spinner = threading.Thread(target=executor.spin, daemon=True)
+    spinner.start()
+
+    def publish(pub, names, positions) -> None:
+        msg = JointState()
+        msg.header.stamp = node.get_clock().now().to_msg()
+        msg.name, msg.position = list(names), [float(p) for p in positions]
+        pub.publish(msg)
+
+    try:
+        with NodeProcess("so101_safety.safety_node", args) as proc:
+            assert wait_for(lambda: command_pub.get_subscription_count() > 0
+                            and state_pub.get_subscription_count() > 0, 20.0), proc.output()
+            publish(state_pub, JOINT_NAMES, ARM)
+            target = ARM[2] + 1e-3
+            for _ in range(200):  # until the arm is known, each command publishes (at its arrival)
+                publish(command_pub, ["elbow_flex"], [target])
+                if wait_for(lambda: bool(outputs), 0.1):
+                    break
+                publish(state_pub, JOINT_NAMES, ARM)
+            assert outputs, proc.output()
+            assert wait_for(lambda: (publish(command_pub, ["elbow_flex"], [target]) or True)
+                            and outputs[-1][2] == pytest.approx(target, abs=1e-9), 20.0, interval=0.05), outputs
+    finally:
+        executor.shutdown()
+        node.destroy_node()
+        rclpy.try_shutdown(context=context)

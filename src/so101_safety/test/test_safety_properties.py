@@ -1,6 +1,8 @@
 """Properties of SafetyFilter over arbitrary input sequences (hypothesis).
 
-Random configs, random commands (any floats incl. NaN/inf/huge, random names and lengths), random
+Random configs, random commands (any real number of any type and size: floats incl. NaN/inf, ints and
+fractions beyond the float range, decimals, numpy scalars; and things that are not numbers: text, bools,
+complex, None; random names and lengths), random
 measured states, gripper loads, e-stops, resets and random timing (zero, tiny, normal, huge gaps,
 going backwards). After every step the output is checked against the guarantees in
 ``so101_safety.core``; nothing may raise.
@@ -8,15 +10,22 @@ going backwards). After every step the output is checked against the guarantees 
 
 from __future__ import annotations
 
+import copy
 import math
+import numbers
+import sys
+from decimal import Decimal
+from fractions import Fraction
 
+import numpy as np
+import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
-from so101_description.joints import JOINT_NAMES
+from so101_common.joints import JOINT_NAMES
 from so101_safety.config import JointOverride, SafetyConfig
-from so101_safety.core import SafetyFilter
+from so101_safety.core import SafeCommand, SafetyFilter
 
 # A moderate budget keeps this file at ~20 s; derandomized, so CI runs the same examples each time.
 PROFILE = settings(max_examples=150, stateful_step_count=60, deadline=None, derandomize=True,
@@ -25,7 +34,30 @@ PROFILE = settings(max_examples=150, stateful_step_count=60, deadline=None, dera
 POS_TOL = 1e-9  # rad: floating-point rounding allowed on the position bounds
 
 any_float = st.floats(allow_nan=True, allow_infinity=True)
-joint_value = st.one_of(st.floats(-4.0, 4.0), any_float, st.sampled_from([0.0, 1e300, -1e300, math.nan, math.inf]))
+# numbers of every type and size the API can be handed, and things that only look like numbers
+huge = st.sampled_from([10**400, -(10**400), 2**1024, Fraction(10**400, 3), Decimal("1e400"), Decimal("-1e999"),
+                        np.longdouble("1e4000") if np.finfo(np.longdouble).max > 1e4000 else 10**4000])
+any_number = st.one_of(
+    any_float, huge, st.integers(), st.fractions(), st.decimals(allow_nan=True, allow_infinity=True),
+    st.floats(width=32).map(np.float32), st.integers(-(2**63), 2**63 - 1).map(np.int64))
+not_a_number = st.one_of(st.text(max_size=3), st.booleans(), st.none(), st.complex_numbers(max_magnitude=10),
+                         st.just([1.0]), st.just(b"1"))
+any_value = st.one_of(any_number, not_a_number)
+joint_value = st.one_of(st.floats(-4.0, 4.0), any_float, st.sampled_from([0.0, 1e300, -1e300, math.nan, math.inf]),
+                        any_value)
+
+
+def usable(value: object) -> bool:
+    """Independent truth: a real number (not a bool) that a float holds finitely."""
+    if isinstance(value, bool) or not isinstance(value, (numbers.Real, Decimal)):
+        return False
+    if isinstance(value, Decimal) and not value.is_finite():
+        return False
+    if isinstance(value, np.floating):  # compared in its own precision (a long double may exceed a float)
+        return bool(np.isfinite(value)) and abs(np.longdouble(value)) <= np.longdouble(sys.float_info.max)
+    if isinstance(value, float) and not math.isfinite(value):
+        return False
+    return abs(value) <= sys.float_info.max
 names = st.one_of(st.sampled_from(JOINT_NAMES), st.sampled_from(["", "elbow", "GRIPPER", "gripper ", "x"]), st.text(max_size=5))
 gaps = st.one_of(
     st.floats(1e-4, 0.03),  # a normal tick
@@ -61,7 +93,7 @@ class FilterMachine(RuleBasedStateMachine):
         self.measured_time = [-math.inf] * 6
         self.command_time: float | None = None  # newest accepted command
         self.estopped = False
-        self.prev = None  # the previous (distinct) output
+        self.prev: SafeCommand | None = None  # the previous (distinct) output
         self.estop_position: tuple[float, ...] | None = None  # what the e-stop holds, once known
         self.prev_position_at_estop: tuple[float, ...] | None = None
         self.events_since_prev = False  # an accepted command or a reset since the previous output
@@ -78,12 +110,15 @@ class FilterMachine(RuleBasedStateMachine):
     def command(self, data, n: int, mismatch: int, stamp_bad: bool) -> None:
         ns = data.draw(st.lists(names, min_size=n, max_size=n))
         ps = data.draw(st.lists(joint_value, min_size=max(0, n + mismatch), max_size=max(0, n + mismatch)))
-        stamp = data.draw(st.sampled_from([math.nan, math.inf])) if stamp_bad else self.now
+        stamp = data.draw(st.one_of(st.sampled_from([math.nan, math.inf]), huge, not_a_number)) if stamp_bad \
+            else self.now
         verdict = self.f.on_command(ns, ps, stamp)
         if verdict.accepted:
             assert not self.estopped and not stamp_bad and len(ns) == len(ps) and ns
             assert all(n in JOINT_NAMES for n in ns) and len(set(ns)) == len(ns)
-            assert all(math.isfinite(p) for p in ps)
+            assert all(usable(p) for p in ps)
+        elif len(ns) == len(ps) and ns and all(n in JOINT_NAMES for n in ns) and len(set(ns)) == len(ns):
+            assert verdict.detail  # used or rejected with a reason
             self.command_time = stamp if self.command_time is None else max(stamp, self.command_time)
             self.events_since_prev = True
 
@@ -103,8 +138,8 @@ class FilterMachine(RuleBasedStateMachine):
         ns = list(JOINT_NAMES[:subset])
         self.f.on_measured(ns, positions[:subset], [], efforts[:subset] if efforts else [], self.now)
         for i in range(subset):
-            if math.isfinite(positions[i]):
-                self.measured[i] = positions[i]
+            if usable(positions[i]):
+                self.measured[i] = float(positions[i])
                 self.measured_time[i] = self.now
 
     @rule(positions=st.lists(st.floats(-4.0, 4.0), min_size=6, max_size=6))
@@ -119,13 +154,26 @@ class FilterMachine(RuleBasedStateMachine):
         verdict = self.f.on_measured(ns, ps, [], [], self.now)
         if verdict.accepted:  # only known joints with finite positions count
             for name, p in zip(ns, ps, strict=True):
-                if name in JOINT_NAMES and math.isfinite(p):
+                if name in JOINT_NAMES and usable(p):
                     i = JOINT_NAMES.index(name)
-                    self.measured[i], self.measured_time[i] = p, self.now
+                    self.measured[i], self.measured_time[i] = float(p), self.now
 
-    @rule(load=st.one_of(st.floats(0.0, 1.0), any_float))
-    def gripper_load(self, load: float) -> None:
-        self.f.on_gripper_load(load, self.now)
+    @rule(position=st.floats(-4.0, 4.0), effort=st.one_of(st.floats(-4.0, 4.0), any_float))
+    def gripper_effort(self, position: float, effort: float) -> None:
+        """The gripper's load arrives as its effort in a joint state (N·m, any sign, or garbage)."""
+        if self.f.on_measured(["gripper"], [position], [], [effort], self.now).accepted:
+            self.measured[5], self.measured_time[5] = position, self.now
+
+    @rule(now=st.one_of(huge, not_a_number, st.sampled_from([math.nan, math.inf, -math.inf, Decimal("NaN")])))
+    def step_at_an_unusable_time(self, now: object) -> None:
+        before, bad = self.f.last, self.f.stats.bad_step_times
+        assert self.f.step(now) is None  # nothing computed, nothing changed, and counted
+        assert self.f.last is before and self.f.stats.bad_step_times == bad + 1
+
+    @rule(stamp=st.one_of(huge, not_a_number))
+    def measured_at_an_unusable_time(self, stamp: object) -> None:
+        verdict = self.f.on_measured(JOINT_NAMES, [0.0] * 6, [], [], stamp)
+        assert not verdict.accepted and verdict.detail
 
     @rule()
     def estop(self) -> None:
@@ -153,6 +201,20 @@ class FilterMachine(RuleBasedStateMachine):
             self.measure_all(list(self.prev.positions))
         self.step()
 
+    @rule(period=st.sampled_from([0.005, 0.01, 0.03]))
+    def timer(self, period: float) -> None:
+        """The node's timer: it steps only when ``tick_due``. When it skips a tick a period or more after
+        the last output and no command came within two periods (the next command's step carries the
+        output while they flow), stepping then would not have moved the output: skipping loses nothing."""
+        commands_flow = self.command_time is not None and abs(self.now - self.command_time) < 2 * period
+        if self.f.tick_due(self.now, period):
+            self.step()
+        elif (self.prev is not None and self.now - self.prev.stamp >= period and self.f.measured_known
+              and not commands_flow):
+            probe = copy.deepcopy(self.f).step(self.now)
+            assert probe is not None and not probe.holding and not probe.estopped
+            assert probe.positions == pytest.approx(self.prev.positions, abs=POS_TOL)
+
     @rule()
     def step(self) -> None:
         c = self.f.step(self.now)
@@ -165,7 +227,9 @@ class FilterMachine(RuleBasedStateMachine):
             return
         assert c.stamp == self.now and c.names == JOINT_NAMES
         event(f"output {c.state}{' reseeded' if c.reseeded else ''}{' moving' if any(c.velocities) else ''}")
-        clipped_measured = tuple(lim.clip(m) for lim, m in zip(self.limits, self.measured, strict=True))
+        measured = [m for m in self.measured if m is not None]
+        assert len(measured) == len(self.limits)  # no output before every joint was measured
+        clipped_measured = tuple(lim.clip(m) for lim, m in zip(self.limits, measured, strict=True))
         # 2. position limits
         for lim, y in zip(self.limits, c.positions, strict=True):
             assert math.isfinite(y) and lim.lower - POS_TOL <= y <= lim.upper + POS_TOL

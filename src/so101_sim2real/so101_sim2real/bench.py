@@ -7,12 +7,11 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from so101_description.joints import JOINTS
-from so101_description.trajectory import JointTrajectory
-from so101_testing.bench import BenchResult
-
-from .bench_data import benchmarks as data_benchmarks
-from .mujoco_backend import MujocoSim
+from so101_common.bench import BenchResult
+from so101_common.joints import JOINTS
+from so101_common.trajectory import JointTrajectory
+from so101_sim2real.bench_data import benchmarks as data_benchmarks
+from so101_sim2real.replay.mujoco_backend import MujocoSim
 
 __all__ = ["benchmarks"]
 

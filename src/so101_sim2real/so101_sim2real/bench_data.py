@@ -7,11 +7,10 @@ from collections.abc import Callable, Iterator
 
 import numpy as np
 
-from so101_description.trajectory import JointTrajectory
-from so101_testing.bench import BenchResult
-
-from .align import resample
-from .metrics import compare
+from so101_common.bench import BenchResult
+from so101_common.trajectory import JointTrajectory
+from so101_sim2real.analysis.metrics import compare
+from so101_sim2real.pairing.align import resample
 
 __all__ = ["benchmarks"]
 

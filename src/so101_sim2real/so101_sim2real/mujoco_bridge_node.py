@@ -23,9 +23,9 @@ from rclpy.qos import QoSProfile
 from rosgraph_msgs.msg import Clock as ClockMsg
 from sensor_msgs.msg import JointState
 
-from so101_description.joints import JOINT_NAMES
-from so101_description.node_runner import run_node
-from so101_sim2real.mujoco_backend import (
+from so101_common.joints import JOINT_NAMES
+from so101_ros.node_runner import run_node
+from so101_sim2real.replay.mujoco_backend import (
     DEFAULT_FORCE_LIMIT,
     DEFAULT_KD,
     DEFAULT_KP,
@@ -68,12 +68,12 @@ class MujocoBridgeNode(Node):
         self._steps = 0
         self._start = time.monotonic()
         self._states = self.create_publisher(JointState, "/isaac_joint_states", QoSProfile(depth=50))
-        self._clock = self.create_publisher(ClockMsg, "/clock", QoSProfile(depth=50))
+        self._clock_publisher = self.create_publisher(ClockMsg, "/clock", QoSProfile(depth=50))
         self.create_subscription(JointState, "/isaac_joint_command", self._on_command, QoSProfile(depth=50))
         steady = Clock(clock_type=ClockType.STEADY_TIME)
         self.create_timer(dt / self.pacer.time_factor, self._on_tick, clock=steady)
         self.get_logger().info(f"MuJoCo bridge: {1 / dt:g} Hz physics at {self.pacer.time_factor:g}x real time, "
-                               f"kp {config.kp[0]:g}, kd {config.kd[0]:g}")
+                               f"kp {config.kp_per_joint[0]:g}, kd {config.kd_per_joint[0]:g}")
 
     def _on_command(self, msg: JointState) -> None:
         try:
@@ -92,7 +92,7 @@ class MujocoBridgeNode(Node):
         seconds = self.sim.time
         sec = int(seconds)
         stamp = rclpy.time.Time(seconds=sec, nanoseconds=round((seconds - sec) * 1e9)).to_msg()
-        self._clock.publish(ClockMsg(clock=stamp))
+        self._clock_publisher.publish(ClockMsg(clock=stamp))
         state = JointState(name=list(JOINT_NAMES), position=self.sim.position().tolist(),
                            velocity=self.sim.velocity().tolist(), effort=self.sim.effort().tolist())
         state.header.stamp = stamp

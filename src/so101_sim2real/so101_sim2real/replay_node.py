@@ -24,12 +24,12 @@ from rclpy.qos import QoSProfile
 from rosgraph_msgs.msg import Clock as ClockMsg
 from sensor_msgs.msg import JointState
 
-from so101_description.joints import JOINT_NAMES
-from so101_description.node_runner import run_node
-from so101_description.trajectory import JointTrajectory
+from so101_common.joints import JOINT_NAMES
+from so101_common.trajectory import JointTrajectory
 from so101_recorder.bag_reader import read_joint_states
 from so101_recorder.errors import RecorderError
-from so101_sim2real.replay_core import (
+from so101_ros.node_runner import run_node
+from so101_sim2real.replay.core import (
     COMMAND_TOPIC,
     JOINT_STATE_TYPE,
     SIM_COMMAND_TOPIC,

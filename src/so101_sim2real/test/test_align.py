@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from so101_description.joints import JOINT_NAMES
-from so101_description.trajectory import JointTrajectory
-from so101_sim2real.align import (
+from so101_common.joints import JOINT_NAMES
+from so101_common.trajectory import JointTrajectory
+from so101_sim2real.pairing.align import (
     AlignConfig,
     AlignmentError,
     ClockFit,

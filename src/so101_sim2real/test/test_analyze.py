@@ -7,20 +7,21 @@ import base64
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
-from so101_description.joints import JOINT_NAMES
-from so101_sim2real import analyze_cli
-from so101_sim2real.dataset import ARRAY_KEYS, PairedDataset, PairedEpisode
-from so101_sim2real.metrics import compare
+from so101_common.joints import JOINT_NAMES
+from so101_common.paired_dataset import ARRAY_KEYS, PairedDataset, PairedEpisode
+from so101_sim2real.analysis.metrics import compare
+from so101_sim2real.cli import analyze as analyze_cli
 
 
 def make_dataset(path: Path, sim_offset: float) -> Path:
     t = np.arange(0, 4, 0.02)
     real = np.stack([0.3 * np.sin(2 * np.pi * (0.3 + 0.1 * j) * t) for j in range(6)], 1)
-    arrays = {key: np.zeros((len(t), 6)) for key in ARRAY_KEYS}
+    arrays: dict[str, Any] = {key: np.zeros((len(t), 6)) for key in ARRAY_KEYS}
     arrays.update(command=real, real_position=real, sim_position=real + sim_offset * (1 + np.arange(6)))
     arrays["real_effort"][:] = 0.2
     arrays["sim_effort"][:] = -0.2
@@ -74,6 +75,6 @@ def test_compare_before_after(tmp_path: Path, capsys: pytest.CaptureFixture[str]
 
 def test_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert analyze_cli.run(analyze(str(tmp_path))) == 1
-    assert "dataset.json is missing" in capsys.readouterr().out
+    assert "dataset.json is missing" in capsys.readouterr().err
     ds = make_dataset(tmp_path / "ds", 0.0)
     assert analyze_cli.run(analyze(str(ds), "--compare", str(ds), "--labels", "only")) == 2

@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 from rosbags.highlevel import AnyReader
 
-from so101_bringup.cli import main as so101
-from so101_description.joints import JOINT_NAMES, gripper_fraction_to_rad
-from so101_testing import NodeProcess, wait_for
+from so101_common.joints import JOINT_NAMES, gripper_fraction_to_rad
+from so101_testing import NodeProcess, run_cli, wait_for
 
+REPLAY_CLI = "so101_sim2real.cli.replay"  # what `so101 replay` runs
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "sage"
 CONFIG = Path(__file__).resolve().parents[3] / "config"
 MOTION = FIXTURES / "motion_files" / "so101" / "custom" / "single_joint_elbow.txt"
@@ -81,7 +81,7 @@ def test_replay_node_records_sim_states_that_follow_the_commands(bridge: NodePro
 
 def test_so101_replay_sim_isaac_against_the_bridge(bridge: NodeProcess, tmp_path: Path) -> None:
     out = tmp_path / "isaac_bag"
-    assert so101(["replay", "--isaac", "--motion", str(MOTION), "--out", str(out), "--settle", "0.3"]) == 0, bridge.output()
+    assert run_cli(REPLAY_CLI, ["--isaac", "--motion", str(MOTION), "--out", str(out), "--settle", "0.3"]) == 0, bridge.output()
     topics = read(out)
     states = np.array([m.position for m in topics["/isaac_joint_states"]])
     assert len(topics["/isaac_joint_command"]) == len(motion_targets()) + 1

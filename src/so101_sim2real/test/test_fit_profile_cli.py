@@ -10,11 +10,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from so101_description.joints import ARM_JOINT_NAMES
-from so101_description.trajectory import JointTrajectory
-from so101_sim2real import fit_profile_cli, sage
-from so101_sim2real.fit_recordings import load_bag_recordings, load_sage_recordings, split_holdout
-from so101_sim2real.replay_core import ReplaySource, write_replay_bag
+from so101_common.joints import ARM_JOINT_NAMES
+from so101_common.trajectory import JointTrajectory
+from so101_sim2real.cli import fit_profile as fit_profile_cli
+from so101_sim2real.replay import sage
+from so101_sim2real.replay.core import ReplaySource, write_replay_bag
+from so101_sim2real.replay.fit_recordings import load_bag_recordings, load_sage_recordings, split_holdout
 from so101_virtual.profiles import load_profile
 from so101_virtual.sysid.recording import RecordingError
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 from scipy.spatial import distance
 
-from so101_sim2real.dataset import ARRAY_KEYS, PairedEpisode
-from so101_sim2real.metrics import MetricsConfig, MetricsError, compare, episode_metrics
+from so101_common.paired_dataset import ARRAY_KEYS, PairedEpisode
+from so101_sim2real.analysis.metrics import MetricsConfig, MetricsError, compare, episode_metrics
 
 DT = 0.02
 T = np.arange(0, 10, DT)
@@ -71,7 +73,7 @@ def test_smoothness_and_nan_handling() -> None:
 
 def test_episode_metrics_unsigned_effort() -> None:
     n = 50
-    arrays = {key: np.zeros((n, 6)) for key in ARRAY_KEYS}
+    arrays: dict[str, Any] = {key: np.zeros((n, 6)) for key in ARRAY_KEYS}
     arrays["sim_effort"][:] = -0.5
     arrays["real_effort"][:] = 0.5
     episode = PairedEpisode(name="e", time=np.arange(n) * DT, **arrays)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from so101_description.joints import JOINT_NAMES, JOINTS
-from so101_description.trajectory import JointTrajectory
-from so101_sim2real.mujoco_backend import (
+from so101_common.joints import JOINT_NAMES, JOINTS
+from so101_common.trajectory import JointTrajectory
+from so101_sim2real.replay.mujoco_backend import (
     DEFAULT_KP,
     MujocoSim,
     MujocoSimConfig,

@@ -8,9 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from so101_description.trajectory import JointTrajectory
-from so101_sim2real import pair_cli, sage
-from so101_sim2real.dataset import PairedDataset
+from so101_common.paired_dataset import PairedDataset
+from so101_common.trajectory import JointTrajectory
+from so101_sim2real.cli import pair as pair_cli
+from so101_sim2real.replay import sage
 
 FIXTURE = Path(__file__).parent / "fixtures" / "sage"
 REAL_ROOT = FIXTURE / "output" / "real" / "so101" / "custom"
@@ -46,7 +47,8 @@ def test_pair_sage_roots_every_motion(tmp_path: Path, capsys: pytest.CaptureFixt
     assert [e.name for e in dataset] == ["actuator_bandwidth", "prbs_excitation", "single_joint_elbow"]
     for episode in dataset:
         real_run = sage.read_run(REAL_ROOT / episode.name)
-        start = real_run.event_time("MOTION_START")
+        start, stop = real_run.event_time("MOTION_START"), real_run.event_time("DISABLE")
+        assert start is not None and stop is not None
         # the sim clock's 0 is MOTION_START on the real clock; drift over 3 s is left unfitted noise
         assert episode.metadata["clock"]["offset"] == pytest.approx(start, abs=0.005)
         assert episode.metadata["clock"]["method"] == "command~command"
@@ -63,7 +65,7 @@ def test_pair_sage_roots_every_motion(tmp_path: Path, capsys: pytest.CaptureFixt
         moving = episode.time > SIM_DELAY + 0.05
         np.testing.assert_allclose(episode.sim_position[moving], expected_sim[moving] - SIM_SAG, atol=0.01)
         np.testing.assert_allclose(episode.sim_effort, -0.1)
-        assert episode.time[-1] <= real_run.event_time("DISABLE") - start + 1e-9
+        assert episode.time[-1] <= stop - start + 1e-9
 
 
 def test_pair_single_motion_and_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -73,10 +75,10 @@ def test_pair_single_motion_and_errors(tmp_path: Path, capsys: pytest.CaptureFix
     one = PairedDataset.load(tmp_path / "one")
     assert one.rate_hz == 100.0 and len(one) == 1 and one.episodes[0].metadata["clock"]["drift"] == 0.0
     assert pair_cli.run(pair_args(REAL_ROOT, tmp_path / "missing", tmp_path / "x")) == 1
-    assert "does not exist" in capsys.readouterr().out
+    assert "does not exist" in capsys.readouterr().err
     (sim_root / "prbs_excitation").rename(tmp_path / "elsewhere")
     assert pair_cli.run(pair_args(REAL_ROOT, sim_root, tmp_path / "x")) == 1
-    assert "no sim run for motion 'prbs_excitation'" in capsys.readouterr().out
+    assert "no sim run for motion 'prbs_excitation'" in capsys.readouterr().err
 
 
 def test_one_command_from_a_sage_real_folder_to_a_mujoco_paired_dataset_and_report(

@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 from rosbags.highlevel import AnyReader
 
-from so101_bringup.cli import main as so101
-from so101_description.joints import JOINT_NAMES, gripper_fraction_to_rad
+from so101_common.joints import JOINT_NAMES, gripper_fraction_to_rad
 from so101_gaponet.model_file import read_metadata
-from so101_sim2real import sage
+from so101_sim2real.replay import sage
+from so101_testing import run_cli
 
+REPLAY_CLI = "so101_sim2real.cli.replay"  # what `so101 replay` runs
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "sage"
 MOTION = FIXTURES / "motion_files" / "so101" / "custom" / "actuator_bandwidth.txt"
 REAL_RUN = FIXTURES / "output" / "real" / "so101" / "custom" / "prbs_excitation"
@@ -28,12 +30,12 @@ def motion_targets() -> np.ndarray:
 
 def test_motion_to_bag_follows_the_commands(tmp_path: Path) -> None:
     out = tmp_path / "sim_bag"
-    assert so101(["replay", "--sim", "mujoco", "--motion", str(MOTION), "--out", str(out)]) == 0
+    assert run_cli(REPLAY_CLI, ["--sim", "mujoco", "--motion", str(MOTION), "--out", str(out)]) == 0
     with AnyReader([out]) as reader:
         topics = {c.topic: c for c in reader.connections}
         assert set(topics) == {"/isaac_joint_command", "/isaac_joint_states"}
-        states = [reader.deserialize(raw, c.msgtype) for c, _, raw in reader.messages([topics["/isaac_joint_states"]])]
-        commands = [reader.deserialize(raw, c.msgtype) for c, _, raw in reader.messages([topics["/isaac_joint_command"]])]
+        states: list[Any] = [reader.deserialize(raw, c.msgtype) for c, _, raw in reader.messages([topics["/isaac_joint_states"]])]
+        commands: list[Any] = [reader.deserialize(raw, c.msgtype) for c, _, raw in reader.messages([topics["/isaac_joint_command"]])]
     targets = motion_targets()
     assert len(commands) == len(targets)
     np.testing.assert_allclose(np.array([m.position for m in commands]), targets, atol=1e-12)
@@ -53,8 +55,8 @@ def test_motion_to_bag_follows_the_commands(tmp_path: Path) -> None:
 
 def test_sage_real_to_sage_sim_folder_with_delta_model(tmp_path: Path) -> None:
     plain, compensated = tmp_path / "sim" / "plain", tmp_path / "sim" / "delta"
-    assert so101(["replay", "--sage-real", str(REAL_RUN), "--out", str(plain), "--format", "sage"]) == 0
-    assert so101(["replay", "--sage-real", str(REAL_RUN), "--out", str(compensated), "--format", "sage",
+    assert run_cli(REPLAY_CLI, ["--sage-real", str(REAL_RUN), "--out", str(plain), "--format", "sage"]) == 0
+    assert run_cli(REPLAY_CLI, ["--sage-real", str(REAL_RUN), "--out", str(compensated), "--format", "sage",
                   "--delta-model", str(MODEL)]) == 0
     real_command, real_state = sage.run_to_trajectories(sage.read_run(REAL_RUN, kind="real"))
     for folder in (plain, compensated):
@@ -77,8 +79,8 @@ def test_sage_real_to_sage_sim_folder_with_delta_model(tmp_path: Path) -> None:
     assert (np.abs(delta) <= bounds + 1e-9).all()
 
 def test_errors_are_one_line_and_keep_outputs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert so101(["replay", "--motion", str(tmp_path / "missing.txt"), "--out", str(tmp_path / "o")]) == 1
-    assert "so101 replay:" in capsys.readouterr().out
+    assert run_cli(REPLAY_CLI, ["--motion", str(tmp_path / "missing.txt"), "--out", str(tmp_path / "o")]) == 1
+    assert "so101 replay: error:" in capsys.readouterr().err
     (tmp_path / "taken").mkdir()
-    assert so101(["replay", "--motion", str(MOTION), "--out", str(tmp_path / "taken")]) == 2
-    assert "already exists" in capsys.readouterr().out
+    assert run_cli(REPLAY_CLI, ["--motion", str(MOTION), "--out", str(tmp_path / "taken")]) == 2
+    assert "already exists" in capsys.readouterr().err

@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from so101_description.joints import GRIPPER, JOINT_NAMES, gripper_fraction_to_rad
-from so101_sim2real import sage
+from so101_common.joints import GRIPPER, JOINT_NAMES, gripper_fraction_to_rad
+from so101_sim2real.replay import sage
 
 FIXTURE = Path(__file__).parent / "fixtures" / "sage"
 REAL_ROOT = FIXTURE / "output" / "real" / "so101" / "custom"

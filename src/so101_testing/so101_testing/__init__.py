@@ -1,12 +1,12 @@
-"""Test and benchmark helpers shared by the workspace: private loopback DDS environment, node processes, waits.
+"""Test helpers shared by the workspace: private loopback DDS environment, node processes, waits.
 
 Every test, demo and benchmark that touches DDS goes through :func:`private_ros_env` (for child
 processes) or :func:`apply_private_ros_env` (for this process, before ``rclpy.init``), so no
 traffic leaves loopback and concurrent runs on one machine do not hear each other.
 """
 
-from so101_testing.bench import BenchResult, percentile, time_calls
+from so101_testing.cli import run_cli
 from so101_testing.env import apply_private_ros_env, private_domain_id, private_ros_env
 from so101_testing.process import NodeProcess, wait_for
 
-__all__ = ["BenchResult", "percentile", "time_calls", "apply_private_ros_env", "private_ros_env", "private_domain_id", "NodeProcess", "wait_for"]
+__all__ = ["run_cli", "apply_private_ros_env", "private_ros_env", "private_domain_id", "NodeProcess", "wait_for"]

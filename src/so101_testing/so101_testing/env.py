@@ -1,4 +1,8 @@
-"""Loopback-only DDS settings with a private domain id."""
+"""Loopback-only DDS settings with a private domain id.
+
+Loopback is Jazzy's ``ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST`` alone: ``ROS_LOCALHOST_ONLY`` is
+deprecated and removed from the environment (rcl prints a deprecation warning per node while it is set).
+"""
 
 from __future__ import annotations
 
@@ -6,9 +10,9 @@ import os
 
 __all__ = ["private_domain_id", "private_ros_env", "apply_private_ros_env"]
 
+_DEPRECATED = ("ROS_LOCALHOST_ONLY",)
 _LOOPBACK_SETTINGS = {
     "ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST",
-    "ROS_LOCALHOST_ONLY": "1",
     "RMW_IMPLEMENTATION": "rmw_fastrtps_cpp",
     "PYTHONUNBUFFERED": "1",
 }
@@ -29,6 +33,8 @@ def private_ros_env(domain_id: int | None = None, base: dict[str, str] | None = 
     """A copy of ``base`` (default ``os.environ``) with loopback-only DDS on a private domain."""
     env = dict(os.environ if base is None else base)
     env.update(_LOOPBACK_SETTINGS)
+    for key in _DEPRECATED:
+        env.pop(key, None)
     domain = private_domain_id() if domain_id is None else domain_id
     env["ROS_DOMAIN_ID"] = str(domain)
     env["SO101_TEST_DOMAIN_ID"] = str(domain)
@@ -40,4 +46,6 @@ def apply_private_ros_env(domain_id: int | None = None) -> int:
     env = private_ros_env(domain_id)
     for key in (*_LOOPBACK_SETTINGS, "ROS_DOMAIN_ID", "SO101_TEST_DOMAIN_ID"):
         os.environ[key] = env[key]
+    for key in _DEPRECATED:
+        os.environ.pop(key, None)
     return int(env["ROS_DOMAIN_ID"])

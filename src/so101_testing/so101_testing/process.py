@@ -16,7 +16,7 @@ from so101_testing.env import private_ros_env
 __all__ = ["NodeProcess", "wait_for"]
 
 
-def wait_for(predicate: Callable[[], bool], timeout: float = 10.0, interval: float = 0.02) -> bool:
+def wait_for(predicate: Callable[[], object], timeout: float = 10.0, interval: float = 0.02) -> bool:
     """Poll ``predicate`` until it is true or ``timeout`` seconds pass; returns its last value."""
     deadline = time.monotonic() + timeout
     while True:

@@ -146,9 +146,10 @@ class BusServer:
     def handle(self, request: bytes, host_baud: int | None = None) -> bytes:
         """Every reply to the packets in ``request``, concatenated (no waiting)."""
         parser = PacketParser("instruction")
-        out = []
+        out: list[bytes] = []
         for packet in parser.feed(request):
-            out.extend(r.data for r in self.process(packet, host_baud))  # type: ignore[arg-type]
+            assert isinstance(packet, InstructionPacket)  # an instruction parser yields nothing else
+            out.extend(r.data for r in self.process(packet, host_baud))
         return b"".join(out)
 
     def process(self, packet: InstructionPacket, host_baud: int | None = None) -> list[Reply]:

@@ -42,6 +42,8 @@ class FaultInjector:
     def __init__(self, seed: int | None = 0) -> None:
         self._lock = threading.Lock()
         self._rng = random.Random(seed)
+        self.dropped = 0  # replies dropped so far (for tests and benchmarks: the truth a client's counts meet)
+        self.corrupted = 0  # replies sent with a wrong checksum so far
         self.clear()
 
     # ----------------------------------------------------------------- setters
@@ -136,17 +138,23 @@ class FaultInjector:
     def reply_fate(self) -> str:
         """For one reply about to be sent: ``"drop"``, ``"corrupt"`` or ``"ok"`` (consumes counts)."""
         with self._lock:
-            if self._drop_next:
-                self._drop_next -= 1
-                return "drop"
-            if self._drop_fraction and self._rng.random() < self._drop_fraction:
-                return "drop"
-            if self._corrupt_next:
-                self._corrupt_next -= 1
-                return "corrupt"
-            if self._corrupt_fraction and self._rng.random() < self._corrupt_fraction:
-                return "corrupt"
-            return "ok"
+            fate = self._fate()
+            self.dropped += fate == "drop"
+            self.corrupted += fate == "corrupt"
+            return fate
+
+    def _fate(self) -> str:
+        if self._drop_next:
+            self._drop_next -= 1
+            return "drop"
+        if self._drop_fraction and self._rng.random() < self._drop_fraction:
+            return "drop"
+        if self._corrupt_next:
+            self._corrupt_next -= 1
+            return "corrupt"
+        if self._corrupt_fraction and self._rng.random() < self._corrupt_fraction:
+            return "corrupt"
+        return "ok"
 
     def state(self) -> dict[str, Any]:
         """Everything set, as plain data (for the control socket and logs)."""

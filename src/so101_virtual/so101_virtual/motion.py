@@ -4,7 +4,7 @@ A motion is a function of time ``t`` (s) → joint angles (rad, :data:`JOINT_NAM
 virtual hand follows. :func:`builtin_motion` is a smooth multi-joint motion inside the joint limits;
 :func:`read_sage_motion` reads a SAGE motion file (header ``Rotation,Pitch,Elbow,Wrist_Pitch,
 Wrist_Roll,Jaw``, one row per 50 Hz frame, radians with the jaw as a 0..1 fraction);
-:func:`trajectory_motion` plays any :class:`~so101_description.trajectory.JointTrajectory` (linear
+:func:`trajectory_motion` plays any :class:`~so101_common.trajectory.JointTrajectory` (linear
 interpolation, held at the ends, optionally looped).
 """
 
@@ -18,8 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
-from so101_description.joints import JOINTS, SAGE_JOINT_NAMES, sage_to_rad
-from so101_description.trajectory import JointTrajectory
+from so101_common.joints import JOINTS, SAGE_JOINT_NAMES, sage_to_rad
+from so101_common.trajectory import JointTrajectory
 
 __all__ = ["Motion", "MotionError", "builtin_motion", "read_sage_motion", "trajectory_motion", "SAGE_RATE_HZ"]
 

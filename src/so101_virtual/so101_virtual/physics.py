@@ -40,7 +40,7 @@ from pathlib import Path
 import mujoco
 import numpy as np
 
-from so101_description.joints import JOINT_NAMES, STEPS_PER_TURN
+from so101_common.joints import JOINT_NAMES, STEPS_PER_TURN
 from so101_driver.control_table import Register
 from so101_virtual.firmware import (
     CURRENT_LSB,
@@ -108,7 +108,7 @@ class ArmPhysics:
         mechanics: Sequence[JointMechanics] | None = None,
         *,
         mjcf: str | os.PathLike[str] | None = None,
-        initial_positions: Sequence[float] | None = None,
+        initial_positions: Sequence[float] | np.ndarray | None = None,
         hand: bool = False,
         hand_stiffness: float = 20.0,
         hand_damping: float = 1.0,
@@ -232,7 +232,7 @@ class ArmPhysics:
         joint.solimp_friction = list(FRICTION_SOLIMP)
 
     # ------------------------------------------------------------------------------------ state
-    def set_positions(self, positions: Sequence[float]) -> None:
+    def set_positions(self, positions: Sequence[float] | np.ndarray) -> None:
         """Place every joint (link and rotor) at ``positions`` rad, at rest; resets the firmware loops."""
         q = np.asarray(positions, dtype=float)
         if q.shape != (len(JOINT_NAMES),):
@@ -296,7 +296,7 @@ class ArmPhysics:
         self._external[:] = 0.0
         self._external[self._link_v] = np.asarray(torques, dtype=float)
 
-    def set_hand(self, targets: Sequence[float] | None) -> None:
+    def set_hand(self, targets: Sequence[float] | np.ndarray | None) -> None:
         """Hand targets (rad per joint) for an arm built with ``hand=True``; ``None`` lets go."""
         if not self._hand_enabled:
             raise RuntimeError("this ArmPhysics was built without a hand (hand=True)")

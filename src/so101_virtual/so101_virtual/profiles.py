@@ -34,7 +34,6 @@ from importlib.resources import files
 from pathlib import Path
 from typing import Annotated, Any
 
-import annotated_types
 import yaml
 from pydantic import (
     Field,
@@ -48,8 +47,8 @@ from pydantic import (
 )
 from pydantic.fields import FieldInfo
 
+from so101_common.joints import JOINT_NAMES
 from so101_common.schema import SchemaError, StrictModel, read_yaml, validate
-from so101_description.joints import JOINT_NAMES
 
 __all__ = [
     "ProfileError",
@@ -157,7 +156,7 @@ class PhysicsParams(StrictModel):
     timestep: Number = _f(0.001, "s", 1e-4, 0.005, "MuJoCo step")
     gravity_scale: Number = _f(1.0, "", 0.0, 3.0, "multiplies standard gravity (9.81 m/s²)")
     payload_mass: Number = _f(0.0, "kg", 0.0, 2.0, "point mass held at the gripper frame")
-    payload_offset: tuple[Annotated[Number, annotated_types.Interval(ge=-0.3, le=0.3)], ...] = Field(
+    payload_offset: tuple[Annotated[Number, Field(ge=-0.3, le=0.3)], ...] = Field(
         (0.0, 0.0, 0.0), min_length=3, max_length=3, description="payload position relative to the gripper frame (x, y, z)",
         json_schema_extra={"unit": "m", "range": "each ≥ -0.3, ≤ 0.3"})
     supply_voltage: Number = _f(12.0, "V", 0.0, 30.0, "power supply voltage (no load)", lo_open=True)
@@ -410,12 +409,12 @@ def _range(info: FieldInfo) -> str:
     lo: Any = None
     hi: Any = None
     lo_open = False
-    for m in info.metadata:
-        if isinstance(m, annotated_types.Ge):
+    for m in info.metadata:  # annotated_types.Ge / Gt / Le, as pydantic records the Field bounds
+        if getattr(m, "ge", None) is not None:
             lo = m.ge
-        elif isinstance(m, annotated_types.Gt):
+        elif getattr(m, "gt", None) is not None:
             lo, lo_open = m.gt, True
-        elif isinstance(m, annotated_types.Le):
+        elif getattr(m, "le", None) is not None:
             hi = m.le
     if lo is None and hi is None:
         return ""

@@ -27,7 +27,7 @@ limits 0..4095) for testing the calibration procedure. The shipped
 
 Roles: a ``follower`` powers up with torque off and waits for the host; a ``leader`` is a hand-moved
 arm: torque off, a virtual hand (:meth:`ArmPhysics.set_hand`) moves it along ``motion`` (a function of
-time, a :class:`~so101_description.trajectory.JointTrajectory`, a SAGE motion file, or by default
+time, a :class:`~so101_common.trajectory.JointTrajectory`, a SAGE motion file, or by default
 :func:`~so101_virtual.motion.builtin_motion`), back-driving the gearboxes like a person does.
 """
 
@@ -44,8 +44,8 @@ from typing import Any
 
 import numpy as np
 
-from so101_description.joints import JOINT_NAMES, JOINTS, STEPS_PER_TURN
-from so101_description.trajectory import JointTrajectory
+from so101_common.joints import JOINT_NAMES, JOINTS, STEPS_PER_TURN
+from so101_common.trajectory import JointTrajectory
 from so101_driver.calibration import MotorCalibration, save_calibration
 from so101_driver.control_table import Register, encode_register
 from so101_virtual.bus_server import BusServer, BusTiming
@@ -119,7 +119,7 @@ class VirtualSO101:
         calibrated: bool = True,
         mechanics_seed: int | None | str = "role",
         mechanics: Sequence[JointMechanics] | None = None,
-        initial_positions: Sequence[float] | None = None,
+        initial_positions: Sequence[float] | np.ndarray | None = None,
         motion: Motion | JointTrajectory | str | os.PathLike[str] | None = None,
         loop_motion: bool = True,
         time_scale: float = 1.0,

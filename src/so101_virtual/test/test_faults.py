@@ -22,7 +22,7 @@ class PatientPort(scs.PortHandler):
 
     def setPacketTimeout(self, packet_length: int) -> None:
         super().setPacketTimeout(packet_length)
-        self.packet_timeout = max(self.packet_timeout, 200.0)
+        self.packet_timeout: float = max(self.packet_timeout, 200.0)
 
 
 @pytest.fixture

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import math
 import time
+from typing import Any
 
 import mujoco
 import numpy as np
 import pytest
 
-from so101_description.joints import JOINT_NAMES, JOINTS
+from so101_common.joints import JOINT_NAMES, JOINTS
 from so101_description.paths import mjcf_path
 from so101_driver.control_table import Register, encode_register
 from so101_virtual.physics import STEPS_PER_RAD, ArmPhysics, JointMechanics, PhysicsError
@@ -54,7 +55,7 @@ def ramp_torque(physics: ArmPhysics, joint: int, target: float, seconds: float =
     start = physics.external_torque[joint]
     steps = round(seconds / 0.01)
     for k in range(1, steps + 1):
-        torque = np.zeros(6)
+        torque: Any = np.zeros(6)
         torque[joint] = start + (target - start) * (0.5 - 0.5 * math.cos(math.pi * k / steps))
         physics.external_torque = torque
         physics.step(0.01)

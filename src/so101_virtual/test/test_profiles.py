@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from so101_description.joints import JOINT_NAMES
+from so101_common.joints import JOINT_NAMES
 from so101_virtual.profiles import (
     GapProfile,
     JointParams,

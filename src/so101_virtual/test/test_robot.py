@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import scservo_sdk as scs
 
-from so101_description.joints import JOINT_NAMES, JOINTS
+from so101_common.joints import JOINT_NAMES, JOINTS
 from so101_driver.calibration import load_calibration, rad_to_raw, raw_to_rad
 from so101_driver.control_table import Register, decode_register, encode_register
 from so101_testing import wait_for
@@ -178,7 +178,8 @@ def test_sdk_moves_the_arm_within_the_servos_speed(follower):
     elapsed = robot.sim_time - start
     largest_move = np.max(np.abs(target - np.array(rest_pose())))
     assert largest_move / JOINTS[0].max_velocity < elapsed < 2.5  # no faster than the motor, settles within 2.5 s
-    time.sleep(0.3)
+    settled = robot.sim_time + 0.3
+    assert wait_for(lambda: robot.sim_time >= settled, timeout=10.0, interval=0.01)  # 0.3 s of simulated rest
     feedback = sdk.sync_read_feedback()
     truth = robot.true_positions()
     for name, servo_id in zip(JOINT_NAMES, IDS, strict=True):
@@ -198,6 +199,7 @@ def test_leader_is_moved_by_its_hand_with_torque_off():
         errors = []
         for _ in range(40):
             robot.step(0.1)
+            assert robot.motion is not None
             errors.append(np.abs(robot.true_positions() - robot.motion(robot.sim_time)))
         last = sdk.sync_read_feedback()
         sdk.close()
@@ -235,7 +237,7 @@ def test_real_time_thread_keeps_wall_time():
             robot.step(0.1)
         wall = time.monotonic()
         sim = robot.sim_time
-        time.sleep(1.0)
+        assert wait_for(lambda: robot.sim_time - sim >= 1.0, timeout=10.0, interval=0.01)  # one simulated second
         rate = (robot.sim_time - sim) / (time.monotonic() - wall)
         robot.stop()
         robot.step(0.01)  # manual stepping again once stopped

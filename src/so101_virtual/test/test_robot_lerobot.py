@@ -11,7 +11,7 @@ import pytest
 from lerobot.motors import Motor, MotorCalibration, MotorNormMode
 from lerobot.motors.feetech import FeetechMotorsBus
 
-from so101_description.joints import JOINT_NAMES, gripper_rad_to_percent
+from so101_common.joints import JOINT_NAMES, gripper_rad_to_percent
 from so101_driver.calibration import load_calibration
 from so101_virtual.bus_server import BusTiming
 from so101_virtual.robot import VirtualSO101

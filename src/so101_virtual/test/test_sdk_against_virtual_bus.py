@@ -6,6 +6,7 @@ import statistics
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 import scservo_sdk as scs
@@ -27,7 +28,7 @@ class PatientPort(scs.PortHandler):
 
     def setPacketTimeout(self, packet_length: int) -> None:
         super().setPacketTimeout(packet_length)
-        self.packet_timeout = max(self.packet_timeout, 200.0)
+        self.packet_timeout: float = max(self.packet_timeout, 200.0)
 
 
 @dataclass
@@ -91,7 +92,7 @@ def test_broadcast_ping_scan(rig: Rig) -> None:
     """As LeRobot's broadcast_ping: one broadcast PING, every servo answers in id order."""
     assert rig.ph.txPacket(rig.port, [0, 0, BROADCAST_ID, 2, scs.INST_PING, 0]) == scs.COMM_SUCCESS
     rig.port.is_using = False
-    parser, found = PacketParser("status"), []
+    parser, found = PacketParser("status"), list[Any]()
     deadline = time.monotonic() + 2
     while len(found) < len(IDS) and time.monotonic() < deadline:
         found += parser.feed(rig.port.readPort(64))

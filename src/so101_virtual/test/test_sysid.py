@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from so101_description.joints import ARM_JOINT_NAMES, JOINT_NAMES
+from so101_common.joints import ARM_JOINT_NAMES, JOINT_NAMES
 from so101_virtual.profiles import load_profile, profile_from_dict
 from so101_virtual.sysid.fit import FitConfig, FitError, fit_profile, planned_simulations, select_windows
 from so101_virtual.sysid.metrics import state_rmse, tracking_lag, tracking_rmse

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from so101_description.joints import ARM_JOINT_NAMES, JOINT_NAMES
+from so101_common.joints import ARM_JOINT_NAMES, JOINT_NAMES
 from so101_virtual.profiles import GapProfile
 from so101_virtual.sysid.parameters import ARM_PARAMETERS, JOINT_PARAMETERS, ParameterSet, parameter
 from so101_virtual.sysid.recording import Recording

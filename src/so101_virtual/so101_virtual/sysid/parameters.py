@@ -28,7 +28,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from so101_description.joints import ARM_JOINT_NAMES
+from so101_common.joints import ARM_JOINT_NAMES
 from so101_virtual.profiles import GapProfile, profile_from_dict
 
 __all__ = [

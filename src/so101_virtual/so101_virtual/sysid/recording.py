@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from so101_description.joints import JOINT_NAMES
+from so101_common.joints import JOINT_NAMES
 
 __all__ = ["Recording", "RecordingError"]
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from so101_description.joints import ARM_JOINT_NAMES, JOINT_NAMES
+from so101_common.joints import ARM_JOINT_NAMES, JOINT_NAMES
 from so101_virtual.sysid.fit import FitResult
 from so101_virtual.sysid.metrics import state_rmse, tracking_lag, tracking_rmse
 from so101_virtual.sysid.recording import Recording

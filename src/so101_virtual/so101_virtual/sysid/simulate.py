@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from so101_description.joints import JOINTS
+from so101_common.joints import JOINTS
 from so101_driver.bus import LEROBOT_GRIPPER_SETTINGS, LEROBOT_SERVO_SETTINGS
 from so101_driver.control_table import Register
 from so101_virtual.physics import STEPS_PER_RAD, ArmPhysics, JointMechanics

@@ -1,0 +1,257 @@
+"""Paired real/sim datasets: a folder with ``dataset.json`` and ``episodes/<name>.npz``.
+
+The one implementation of the format: ``so101 pair`` writes it, ``so101 analyze`` and GapONet
+training read it. Every episode sits on one fixed-rate grid; arrays are (N, 6) float64 in
+:data:`JOINT_NAMES` order, rad / rad·s⁻¹ / N·m, NaN where a side did not measure a quantity.
+``dataset.json`` is validated by :class:`DatasetIndex` (pydantic, unknown keys refused), so a bad
+index is one :class:`DatasetError` line naming the file and the key. The layout is documented in
+``docs/ARCHITECTURE.md``; bump :data:`SCHEMA_VERSION` whenever it changes.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import re
+import zipfile
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import Field, field_validator
+
+from so101_common.joints import JOINT_NAMES
+from so101_common.schema import SchemaError, StrictModel, load_json
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "FORMAT",
+    "ARRAY_KEYS",
+    "UNITS",
+    "DatasetError",
+    "DatasetIndex",
+    "EpisodeEntry",
+    "PairedEpisode",
+    "PairedDataset",
+]
+
+_LOG = logging.getLogger(__name__)
+
+SCHEMA_VERSION: Literal[1] = 1
+FORMAT = "so101_sim2real.paired_dataset"  # the value of dataset.json's "format" (kept from schema version 1)
+ARRAY_KEYS: tuple[str, ...] = (
+    "command",
+    "real_position",
+    "real_velocity",
+    "real_effort",
+    "sim_position",
+    "sim_velocity",
+    "sim_effort",
+)
+UNITS: dict[str, str] = {
+    "time": "s",
+    "command": "rad",
+    "real_position": "rad",
+    "real_velocity": "rad/s",
+    "real_effort": "N*m",
+    "sim_position": "rad",
+    "sim_velocity": "rad/s",
+    "sim_effort": "N*m",
+}
+_NAME_PATTERN = r"^[A-Za-z0-9_.-]+$"
+_NAME_RE = re.compile(_NAME_PATTERN)
+
+
+class DatasetError(ValueError):
+    """A paired dataset is missing, corrupt, of another schema, or an episode is inconsistent."""
+
+
+class EpisodeEntry(StrictModel):
+    """One episode in ``dataset.json``."""
+
+    name: str = Field(pattern=_NAME_PATTERN)
+    file: str  # relative to the dataset folder, normally episodes/<name>.npz
+    samples: int = Field(ge=2)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class DatasetIndex(StrictModel):
+    """``dataset.json``: what the folder holds and in which units."""
+
+    schema_version: Literal[1]
+    format: Literal["so101_sim2real.paired_dataset"]
+    rate_hz: float = Field(gt=0)
+    joint_names: tuple[str, ...]
+    units: dict[str, str]
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    episodes: list[EpisodeEntry]
+
+    @field_validator("joint_names")
+    @classmethod
+    def _joint_spec_order(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        if value != JOINT_NAMES:
+            raise ValueError(f"must be the joint spec's {list(JOINT_NAMES)}")
+        return value
+
+    @field_validator("units")
+    @classmethod
+    def _documented_units(cls, value: dict[str, str]) -> dict[str, str]:
+        if value != UNITS:
+            raise ValueError(f"must be {UNITS}")
+        return value
+
+    @field_validator("episodes")
+    @classmethod
+    def _unique_names(cls, value: list[EpisodeEntry]) -> list[EpisodeEntry]:
+        names = [e.name for e in value]
+        if len(set(names)) != len(names):
+            raise ValueError(f"episode names must be unique, got {names}")
+        return value
+
+
+@dataclass
+class PairedEpisode:
+    """One motion, real and sim side by side on one time grid."""
+
+    name: str  # file stem under episodes/ (letters, digits, _ . -)
+    time: np.ndarray  # (N,) s from the episode start, strictly increasing
+    command: np.ndarray  # (N, J) commanded position, rad
+    real_position: np.ndarray  # (N, J) rad
+    real_velocity: np.ndarray  # (N, J) rad/s, NaN where unmeasured
+    real_effort: np.ndarray  # (N, J) N·m, NaN where unmeasured
+    sim_position: np.ndarray  # (N, J) rad
+    sim_velocity: np.ndarray  # (N, J) rad/s
+    sim_effort: np.ndarray  # (N, J) N·m
+    metadata: dict[str, Any] = field(default_factory=dict)  # JSON-able: sources, motion, robot id, clock fit, …
+
+    def __post_init__(self) -> None:
+        if not _NAME_RE.match(self.name):
+            raise DatasetError(f"episode name {self.name!r} must use only letters, digits, '_', '.', '-'")
+        self.time = np.asarray(self.time, dtype=np.float64).reshape(-1)
+        n = len(self.time)
+        if n < 2 or not np.all(np.diff(self.time) > 0):
+            raise DatasetError(f"episode {self.name}: time must hold at least 2 strictly increasing samples")
+        for key in ARRAY_KEYS:
+            value = np.asarray(getattr(self, key), dtype=np.float64)
+            if value.shape != (n, len(JOINT_NAMES)):
+                raise DatasetError(f"episode {self.name}: {key} has shape {value.shape}, expected ({n}, {len(JOINT_NAMES)})")
+            setattr(self, key, value)
+        try:
+            json.dumps(self.metadata, allow_nan=False)
+        except (TypeError, ValueError) as err:
+            raise DatasetError(f"episode {self.name}: metadata must be plain JSON (no NaN): {err}") from err
+
+    def __len__(self) -> int:
+        return len(self.time)
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """``time`` and every array in :data:`ARRAY_KEYS`, as stored in the episode's npz."""
+        return {"time": self.time} | {key: getattr(self, key) for key in ARRAY_KEYS}
+
+    def side(self, side: str, quantity: str) -> np.ndarray:
+        """``side`` in (real, sim), ``quantity`` in (position, velocity, effort)."""
+        return getattr(self, f"{side}_{quantity}")
+
+
+@dataclass
+class PairedDataset:
+    """Episodes sharing one rate and joint order; ``save``/``load`` to a folder."""
+
+    rate_hz: float  # grid rate of every episode
+    episodes: list[PairedEpisode] = field(default_factory=list)
+    metadata: dict[str, Any] = field(default_factory=dict)  # dataset-wide notes (tool, created from, …)
+    joint_names: tuple[str, ...] = JOINT_NAMES  # column order of every array
+    path: Path | None = field(default=None, compare=False)  # the folder it was loaded from or saved to
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.rate_hz) and self.rate_hz > 0):
+            raise DatasetError(f"rate_hz must be positive, got {self.rate_hz}")
+        if tuple(self.joint_names) != JOINT_NAMES:
+            raise DatasetError(f"joint_names must be {list(JOINT_NAMES)}, got {list(self.joint_names)}")
+        names = [e.name for e in self.episodes]
+        if len(set(names)) != len(names):
+            raise DatasetError(f"episode names must be unique, got {names}")
+
+    def __iter__(self) -> Iterator[PairedEpisode]:
+        return iter(self.episodes)
+
+    def __len__(self) -> int:
+        return len(self.episodes)
+
+    def episode(self, name: str) -> PairedEpisode:
+        for episode in self.episodes:
+            if episode.name == name:
+                return episode
+        raise DatasetError(f"no episode {name!r}; have {[e.name for e in self.episodes]}")
+
+    def add(self, episode: PairedEpisode) -> None:
+        if any(e.name == episode.name for e in self.episodes):
+            raise DatasetError(f"episode {episode.name!r} already in the dataset")
+        self.episodes.append(episode)
+
+    # ------------------------------------------------------------------------------------------- files
+
+    def save(self, path: str | Path) -> Path:
+        """Write ``dataset.json`` and ``episodes/<name>.npz`` (the index last, so a crash leaves no index)."""
+        path = Path(path)
+        (path / "episodes").mkdir(parents=True, exist_ok=True)
+        for episode in self.episodes:
+            np.savez_compressed(path / "episodes" / f"{episode.name}.npz", allow_pickle=False, **episode.arrays())
+        index = DatasetIndex(
+            schema_version=SCHEMA_VERSION,
+            format=FORMAT,
+            rate_hz=self.rate_hz,
+            joint_names=self.joint_names,
+            units=UNITS,
+            metadata=self.metadata,
+            episodes=[EpisodeEntry(name=e.name, file=f"episodes/{e.name}.npz", samples=len(e), metadata=e.metadata)
+                      for e in self.episodes],
+        )
+        tmp = path / "dataset.json.tmp"
+        tmp.write_text(json.dumps(index.model_dump(mode="json"), indent=2, allow_nan=False) + "\n")
+        tmp.replace(path / "dataset.json")
+        self.path = path
+        _LOG.info("wrote %d episodes to %s", len(self.episodes), path)
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path, episodes: Sequence[str] | None = None) -> PairedDataset:
+        """Read a dataset folder (all episodes, or those named)."""
+        path = Path(path)
+        index_path = path / "dataset.json"
+        if not index_path.is_file():
+            raise DatasetError(f"{path} is not a paired dataset: {index_path} is missing")
+        try:
+            index = load_json(index_path, DatasetIndex)
+        except SchemaError as err:
+            raise DatasetError(str(err)) from None
+        entries = index.episodes
+        if episodes is not None:
+            wanted = set(episodes)
+            unknown = wanted - {e.name for e in entries}
+            if unknown:
+                raise DatasetError(f"{index_path}: episodes: no episodes {sorted(unknown)}")
+            entries = [e for e in entries if e.name in wanted]
+        loaded = [_load_episode(path, entry) for entry in entries]
+        return cls(rate_hz=index.rate_hz, episodes=loaded, metadata=dict(index.metadata),
+                   joint_names=index.joint_names, path=path)
+
+
+def _load_episode(root: Path, entry: EpisodeEntry) -> PairedEpisode:
+    file = root / entry.file
+    if not file.is_file():
+        raise DatasetError(f"episode {entry.name!r}: {file} is missing")
+    try:
+        with np.load(file, allow_pickle=False) as data:
+            arrays = {key: np.array(data[key]) for key in ("time", *ARRAY_KEYS)}
+    except KeyError as err:
+        raise DatasetError(f"episode {entry.name!r}: {file} lacks array {err}") from err
+    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as err:
+        raise DatasetError(f"episode {entry.name!r}: {file} is corrupt: {err}") from err
+    episode = PairedEpisode(name=entry.name, metadata=dict(entry.metadata), **arrays)
+    if len(episode) != entry.samples:
+        raise DatasetError(f"episode {entry.name!r}: {file} holds {len(episode)} samples, dataset.json says {entry.samples}")
+    return episode

@@ -1,0 +1,75 @@
+"""Parameters of the driver and leader nodes: the one place for their defaults, descriptions and ranges.
+
+``config/driver.yaml`` and ``config/leader.yaml`` set deployment values over these; the nodes declare
+every field with a ``ParameterDescriptor`` (``so101_ros.node_params``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from so101_common.joints import JOINT_NAMES
+from so101_common.parameters import parameter
+from so101_driver.bus import DEFAULT_REPLY_GAP_MS
+from so101_driver.driver_core import DriverConfig
+
+__all__ = ["ArmParameters", "FollowerParameters", "LEADER_DEFAULTS", "HEALTH_PARAMETERS"]
+
+_HEALTH = DriverConfig()  # the core's defaults for the /diagnostics thresholds
+HEALTH_PARAMETERS = ("temperature_warn_c", "voltage_warn_min_v", "voltage_warn_max_v", "voltage_sag_warn_fraction",
+                     "current_warn_a", "fault_warn_per_s", "fault_error_per_s", "rate_warn_fraction",
+                     "rate_error_fraction")
+
+
+@dataclass(frozen=True)
+class ArmParameters:
+    """What every SO-101 arm node (follower and leader) reads at start-up."""
+
+    port: str = parameter("/dev/ttyACM0", "serial port of the arm's bus adapter (see `so101 scan`)")
+    baudrate: int = parameter(1_000_000, "bus baud rate (STS3215 factory rate: 1000000)", low=9600, high=1_000_000)
+    robot_id: str = parameter("so101_follower", "LeRobot calibration id: <calibration dir>/robots/so_follower/<id>.json "
+                              "(teleoperators/so_leader/ for the leader)")
+    calibration_file: str = parameter("", "explicit LeRobot calibration JSON; overrides robot_id when set")
+    rate_hz: float = parameter(100.0, "control cycle rate (Hz): one sync read (+ one sync write) per cycle",
+                               low=1.0, high=1000.0)
+    diagnostics_rate_hz: float = parameter(1.0, "/diagnostics publishing rate (Hz)", low=0.01, high=100.0)
+    joint_names: list[str] = parameter(list(JOINT_NAMES), "the SO-101 joints, any order: the order of joint_states")
+    timeout_ms: float = parameter(20.0, "reply deadline per bus transaction (ms), plus the reply's wire time",
+                                  low=1.0, high=1000.0)
+    retries: int = parameter(1, "extra tries per transaction before a servo counts as faulted", low=0, high=10)
+    reply_gap_ms: float = parameter(DEFAULT_REPLY_GAP_MS, "a sync read ends when replies flowed and the line then "
+                                    "stays quiet this long (ms)", low=0.5, high=100.0)
+    # /diagnostics thresholds (DriverConfig fields of the same name); 0 switches a voltage/current check off
+    fault_warn_per_s: float = parameter(_HEALTH.fault_warn_per_s, "retries + timeouts + corrupt packets per "
+                                        "second: WARN at or above", low=0.0, high=1e4)
+    fault_error_per_s: float = parameter(_HEALTH.fault_error_per_s, "... ERROR at or above", low=0.0, high=1e4)
+    rate_warn_fraction: float = parameter(_HEALTH.rate_warn_fraction, "achieved / configured cycle rate: WARN below",
+                                          low=0.0, high=1.0)
+    rate_error_fraction: float = parameter(_HEALTH.rate_error_fraction, "... ERROR below", low=0.0, high=1.0)
+    temperature_warn_c: float = parameter(_HEALTH.temperature_warn_c, "servo temperature (°C): WARN at or above",
+                                          low=0.0, high=120.0)
+    voltage_warn_min_v: float = parameter(_HEALTH.voltage_warn_min_v, "supply voltage (V): WARN below (0: off; "
+                                          "12 V arm: e.g. 10.5)", low=0.0, high=30.0)
+    voltage_warn_max_v: float = parameter(_HEALTH.voltage_warn_max_v, "supply voltage (V): WARN above (0: off)",
+                                          low=0.0, high=30.0)
+    voltage_sag_warn_fraction: float = parameter(_HEALTH.voltage_sag_warn_fraction, "WARN below this fraction of "
+                                                 "the highest voltage the servo reported (0: off)", low=0.0, high=1.0)
+    current_warn_a: float = parameter(_HEALTH.current_warn_a, "|Present_Current| (A): WARN at or above (0: off)",
+                                      low=0.0, high=10.0)
+
+    def health_thresholds(self) -> dict[str, float]:
+        """The /diagnostics thresholds as :class:`DriverConfig` keyword arguments."""
+        return {name: float(getattr(self, name)) for name in HEALTH_PARAMETERS}
+
+
+@dataclass(frozen=True)
+class FollowerParameters(ArmParameters):
+    """The follower also writes goals."""
+
+    configure_servos: bool = parameter(False, "write LeRobot's servo settings (P16/I0/D32, accelerations, gripper "
+                                       "limits) at start")
+    torque_on_start: bool = parameter(True, "enable torque at start, holding the arm where it is")
+
+
+LEADER_DEFAULTS = {"port": "/dev/ttyACM1", "robot_id": "so101_leader"}
+"""Where the leader's defaults differ from :class:`ArmParameters`."""

@@ -1,0 +1,40 @@
+"""Train a compensator on paired datasets, export it to a model file and check the file reproduces it.
+
+The library behind ``so101 train-gaponet``, the demo and ``make_default`` (CLI modules only parse
+arguments and call this).
+"""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["train_and_export"]
+
+
+def train_and_export(datasets: list[Path], out: Path, file_format: str, **settings: object) -> dict[str, float]:
+    """Train, export, reload the file and check it reproduces the torch module; returns loss figures."""
+    import torch
+
+    from so101_gaponet.model_file import load_model, save_onnx, save_torchscript
+    from so101_gaponet.train import TrainConfig, train
+
+    result = train(datasets, TrainConfig(**settings))  # type: ignore[arg-type]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # torch.jit deprecation notices
+        (save_onnx if file_format == "onnx" else save_torchscript)(result.module, result.metadata, out)
+        model = load_model(out)
+    meta = result.metadata
+    rng = np.random.default_rng(0)
+    history = rng.standard_normal((8, meta.history, meta.history_columns)).astype(np.float32)
+    commands = rng.standard_normal((8, meta.future_steps, meta.num_joints)).astype(np.float32)
+    with torch.no_grad():
+        expected = result.module(torch.from_numpy(history), torch.from_numpy(commands)).numpy()
+    got = np.vstack([model.run_normalised(history[i:i + 1], commands[i:i + 1]) for i in range(len(history))])
+    error = float(np.max(np.abs(got - expected)))
+    if error > 1e-4:
+        raise RuntimeError(f"exported model differs from the trained one by {error:.2e}")
+    return {"initial_validation_loss": result.initial_validation_loss, "validation_loss": result.validation_losses[-1],
+            "train_loss": result.train_losses[-1], "export_max_abs_error": error}

@@ -1,0 +1,1 @@
+"""Analysis: gap metrics of a paired dataset and the reports (JSON summary, PNG, HTML)."""

@@ -1,0 +1,1 @@
+"""Pairing: clock alignment and resampling of real and sim runs into a paired dataset."""

@@ -1,0 +1,1 @@
+"""Replay in simulation: the sources (bags, SAGE motion files and real runs), the MuJoCo backend, outputs and the live schedule."""

@@ -1,0 +1,11 @@
+"""Sim-delta model (ASAP's delta action) learned from real SO-101 recordings.
+
+``Δ(s, a)`` such that MuJoCo driven with ``a + Δ`` reproduces what the real arm did for command
+``a``. Modules: :mod:`.recordings` (real runs and the held-out rule), :mod:`.features` (the model's
+input layout, shared by training and replay), :mod:`.targets` (inverse-dynamics Δ targets),
+:mod:`.filter` (the replay's command filter), :mod:`.rollout` (closed-loop MuJoCo rollouts and
+their comparison with the real arm), :mod:`.trainer` (supervised fit + DAgger), :mod:`.cli`
+(``so101 train-sim-delta``).
+"""
+
+__all__: list[str] = []

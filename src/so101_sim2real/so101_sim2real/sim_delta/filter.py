@@ -1,0 +1,65 @@
+"""The replay's command filter for a ``sim_delta`` model: ``a + Δ(sim history, a, upcoming a)``.
+
+Called once per control tick by :meth:`so101_sim2real.replay.mujoco_backend.MujocoSim.simulate` with the
+tick's time, the held nominal command and the simulated state. It knows the whole command stream
+(the replay does), so it hands the model the current command and the ``future_steps − 1`` after it,
+chosen with the same zero-order hold as the simulator. Δ is clipped to the model's bounds. The
+history is warm from the first tick (front-padded with the first row, as in training).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+import numpy as np
+
+from so101_gaponet.metadata import GapModelMetadata
+
+__all__ = ["DeltaFunction", "SimDeltaFilter"]
+
+_log = logging.getLogger(__name__)
+
+DeltaFunction = Callable[[np.ndarray, np.ndarray], np.ndarray]
+"""``(history (H, 3J), commands (K, J)) -> Δ (J,)`` in rad, e.g. :meth:`so101_gaponet.runtime.GapModel.delta`."""
+
+
+class SimDeltaFilter:
+    """Per-tick ``a + Δ`` for one command stream; record of the Δ applied per tick in :attr:`deltas`."""
+
+    def __init__(self, delta: DeltaFunction, metadata: GapModelMetadata, command_time: np.ndarray,
+                 command: np.ndarray) -> None:
+        self._delta = delta
+        self._history_len, self._future = metadata.history, metadata.future_steps
+        self._bounds = np.asarray(metadata.delta_bounds, dtype=np.float64)
+        self._time = np.asarray(command_time, dtype=np.float64)
+        self._command = np.asarray(command, dtype=np.float64)
+        joints = self._command.shape[1]
+        self._ring = np.zeros((self._history_len, 3 * joints))
+        self._rows = 0
+        self._previous: np.ndarray | None = None
+        self.deltas: list[np.ndarray] = []
+        self.faults = 0  # ticks where the model gave a non-finite Δ (logged; the nominal command was applied)
+
+    def __call__(self, time: float, target: np.ndarray, position: np.ndarray, velocity: np.ndarray) -> np.ndarray:
+        held = int(np.searchsorted(self._time, time + 1e-9, side="right")) - 1  # the simulator's zero-order hold
+        held = min(max(held, 0), len(self._time) - 1)
+        previous = target if self._previous is None else self._previous
+        row = np.concatenate([position, velocity, previous])
+        if self._rows == 0:
+            self._ring[:] = row
+        else:
+            self._ring[:-1] = self._ring[1:]
+            self._ring[-1] = row
+        self._rows += 1
+        self._previous = np.array(target, dtype=np.float64)
+        upcoming = self._command[np.minimum(held + np.arange(self._future), len(self._command) - 1)]
+        upcoming[0] = target  # the tick's own command (equal to the held row; the simulator's copy is authoritative)
+        delta = np.clip(self._delta(self._ring, upcoming), -self._bounds, self._bounds)
+        if not np.isfinite(delta).all():
+            self.faults += 1
+            _log.warning("sim-delta model returned non-finite Δ at t=%.3f s (%d so far); applying the nominal command",
+                         time, self.faults)
+            delta = np.zeros_like(delta)
+        self.deltas.append(delta)
+        return target + delta

@@ -210,7 +210,7 @@ class GapProfile(StrictModel):
     firmware: FirmwareParams = FirmwareParams()
     bus: BusParams = BusParams()
     joint_defaults: JointParams = JointParams()
-    joints: dict[str, JointOverrides] = Field(default_factory=dict)  # type: ignore[valid-type]
+    joints: dict[str, JointOverrides] = Field(default_factory=dict)
     _joints: dict[str, JointParams] = PrivateAttr(default_factory=dict)
     _source: str = PrivateAttr("")  # the file it came from, for messages
 
@@ -379,7 +379,7 @@ def profile_from_dict(data: Mapping[str, Any], source: str = "", base: GapProfil
 def profile_to_dict(profile: GapProfile) -> dict[str, Any]:
     """Every key of ``profile`` in the YAML layout (per-joint overrides under ``joints``, in joint order)."""
     out = profile.model_dump(mode="json", exclude={"joints"})
-    overrides: dict[str, StrictModel] = profile.joints
+    overrides: Mapping[str, StrictModel] = profile.joints
     joints = {n: overrides[n].model_dump(exclude_none=True) for n in JOINT_NAMES if n in overrides}
     joints = {n: v for n, v in joints.items() if v}
     if joints:

@@ -105,7 +105,7 @@ def test_fit_recovers_known_parameters_of_a_virtual_arm():
         "wrist_roll": {"coulomb_friction": 0.06, "backlash": 0.03}}}, base=start)
     config = FitConfig(arm_parameters=("p_gain",), joint_parameters=("coulomb_friction", "backlash"),
                        iterations=4, window=8.0)
-    calls = []
+    calls: list[int] = []
     result = fit_profile(start, [recorded_by(truth)], config, progress=calls.append)
     assert len(calls) == result.simulations <= planned_simulations(config)
     assert result.fitted.arm["p_gain"] == pytest.approx(0.25, rel=0.1)

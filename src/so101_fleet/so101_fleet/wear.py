@@ -14,12 +14,16 @@ from typing import Any
 
 import numpy as np
 
-from so101_virtual.profiles import GapProfile, load_profile, profile_from_dict
+from so101_common.joints import JOINT_NAMES
+from so101_virtual.profiles import GapProfile, JointParams, load_profile, profile_from_dict
 
 __all__ = ["WearModel", "ArmSpec", "draw_fleet", "arm_profile_dict", "arm_profile", "WORN_FIELDS"]
 
 WORN_FIELDS: tuple[str, ...] = ("backlash", "coulomb_friction", "output_friction")
 """The joint parameters that grow with wear (all arm joints alike, per :class:`ArmSpec`)."""
+# wear saturates at the schema's upper bound of each figure (the profile would be invalid beyond it)
+_LIMITS: dict[str, float] = {name: min(float(m.le) for m in JointParams.model_fields[name].metadata
+                                       if getattr(m, "le", None) is not None) for name in WORN_FIELDS}
 
 
 @dataclass(frozen=True)
@@ -75,14 +79,15 @@ def arm_profile_dict(arm: ArmSpec, day: float, base: GapProfile | None = None) -
     """The arm's gap profile on ``day`` as the YAML layout (``base: default`` plus overrides)."""
     base = base or load_profile("default")
     growth = 1.0 + arm.wear_per_day * day
-    defaults = base.joint_defaults
-    worn = {name: float(getattr(defaults, name) * arm.factors[name] * growth) for name in WORN_FIELDS}
+    # per joint: a fitted profile (the shipped default) gives every arm joint its own figures
+    worn = {joint: {name: min(float(getattr(base.joint(joint), name) * arm.factors[name] * growth), _LIMITS[name])
+                    for name in WORN_FIELDS} for joint in JOINT_NAMES}
     return {
         "base": "default",
         "name": arm.serial,
         "description": f"{arm.robot_id} on day {day:g}: default × {arm.factors} × (1 + {arm.wear_per_day:.4f}·day)",
         "seed": arm.seed % 2**31,
-        "joint_defaults": worn,
+        "joints": worn,
     }
 
 

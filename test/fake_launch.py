@@ -183,7 +183,7 @@ def evaluate(description: LaunchDescription, arguments: Mapping[str, str], share
 
 def install(monkeypatch: Any) -> None:
     """Put the fake ``launch``/``launch_ros`` modules into ``sys.modules`` for one test."""
-    modules = {
+    modules: dict[str, dict[str, object]] = {
         "launch": {"LaunchDescription": LaunchDescription},
         "launch.actions": {"DeclareLaunchArgument": DeclareLaunchArgument, "ExecuteProcess": ExecuteProcess},
         "launch.conditions": {"IfCondition": IfCondition},

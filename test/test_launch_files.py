@@ -51,7 +51,7 @@ def _expected(graph: Graph, arguments: dict[str, str]) -> list[tuple]:
     return started
 
 
-def _launch(graph: Graph, monkeypatch: pytest.MonkeyPatch) -> object:
+def _launch(graph: Graph, monkeypatch: pytest.MonkeyPatch) -> fake_launch.LaunchDescription:
     fake_launch.install(monkeypatch)
     module = runpy.run_path(str(ROOT / "launch" / f"{graph.name}.launch.py"))
     return module["generate_launch_description"]()

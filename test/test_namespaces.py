@@ -3,6 +3,7 @@ every topic of the graphs is relative, so commands for one arm never reach the o
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,10 @@ pytestmark = pytest.mark.slow
 NAMESPACES = ("/arm_a", "/arm_b")
 
 
+def _has_measured(probe: deploy.PolicyProbe) -> bool:
+    return probe.measured is not None
+
+
 def test_two_arms_in_two_namespaces_do_not_cross_talk(tmp_path: Path) -> None:
     arms, graphs, probes = [], [], []
     try:
@@ -27,7 +32,7 @@ def test_two_arms_in_two_namespaces_do_not_cross_talk(tmp_path: Path) -> None:
             graphs.append(ComposedGraph(deploy_graph(opts), namespace=ns).start())
             probes.append(deploy.PolicyProbe(namespace=ns))
         for probe, arm in zip(probes, arms, strict=True):
-            assert wait_for(lambda p=probe: p.measured is not None, timeout=deploy.STARTUP_TIMEOUT), arm.output()
+            assert wait_for(partial(_has_measured, probe), timeout=deploy.STARTUP_TIMEOUT), arm.output()
         mover, still = probes
         start = list(still.measured or [])
         deploy.follow(mover, deploy.SAFE_POSE)  # arm A goes to the pose through its own chain

@@ -80,6 +80,10 @@ class _Probe:
             if self.seen_at is None and abs(self.latest - self.before) > _STEP / 3:
                 self.seen_at = now
 
+    def heard(self) -> bool:
+        """Whether the chain's input subscribes to this probe's policy commands."""
+        return self.cmd.get_subscription_count() > 0
+
     def sample(self, level: float, beat: float) -> tuple[float | None, float]:
         """Send ``level`` on the beat after ``beat``, then the same command for the other beats of the sample;
         returns (latency or None when the step never showed, the last beat)."""
@@ -110,7 +114,7 @@ def _interleaved_latencies(graphs: dict[str, list[NodeSpec]], samples: int) -> d
             graph.start()
         probes = {name: _Probe(graph.context, f"/bench_{name}") for name, graph in zip(graphs, composed, strict=True)}
         for probe in probes.values():
-            wait_for(lambda p=probe: p.cmd.get_subscription_count() > 0, timeout=10.0)
+            wait_for(probe.heard, timeout=10.0)
         latencies: dict[str, list[float]] = {name: [] for name in graphs}
         beat = time.perf_counter()
         for i in range(samples + 10):  # the first steps warm the chain up (compensator history, discovery)

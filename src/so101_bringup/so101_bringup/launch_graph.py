@@ -16,18 +16,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from launch import LaunchDescription  # type: ignore[import-not-found, attr-defined, unused-ignore]
-from launch.actions import DeclareLaunchArgument, ExecuteProcess  # type: ignore[import-not-found, attr-defined, unused-ignore]
-from launch.conditions import IfCondition  # type: ignore[import-not-found, attr-defined, unused-ignore]
-from launch.substitutions import (  # type: ignore[import-not-found, attr-defined, unused-ignore]
+# mypy always searches the working directory, where the workspace's launch/ folder (the launch files) passes for a
+# namespace package `launch` without LaunchDescription; where a ROS install provides `launch`, nothing is ignored.
+from launch import LaunchDescription  # type: ignore[attr-defined, unused-ignore]
+from launch.actions import DeclareLaunchArgument, ExecuteProcess
+from launch.conditions import IfCondition
+from launch.substitutions import (
     Command,
     EqualsSubstitution,
     LaunchConfiguration,
     PathJoinSubstitution,
 )
-from launch_ros.actions import Node  # type: ignore[import-not-found, attr-defined, unused-ignore]
-from launch_ros.parameter_descriptions import ParameterValue  # type: ignore[import-not-found, attr-defined, unused-ignore]
-from launch_ros.substitutions import FindPackageShare  # type: ignore[import-not-found, attr-defined, unused-ignore]
+from launch_ros.actions import Node
+from launch_ros.parameter_descriptions import ParameterValue
+from launch_ros.substitutions import FindPackageShare
 
 from so101_bringup.graphs import PACKAGE, FileText, Graph, LaunchArg, NodeDecl, ShareFile, Value, When
 

@@ -42,7 +42,7 @@ def parameter_specs(cls: type) -> list[ParameterSpec]:
     for f in dataclasses.fields(cls):
         if "description" not in f.metadata:
             raise TypeError(f"{cls.__name__}.{f.name}: not made with so101_common.parameters.parameter()")
-        default = f.default_factory() if f.default is dataclasses.MISSING else f.default  # type: ignore[misc, operator]
+        default = f.default if f.default_factory is dataclasses.MISSING else f.default_factory()
         specs.append(ParameterSpec(f.name, default, f.metadata["description"], f.metadata["low"], f.metadata["high"]))
     return specs
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -72,7 +72,7 @@ class ArmNode(Node):
     role = "follower"
     state_topic = "joint_states"
     parameters: type[ArmParameters] = FollowerParameters
-    parameter_defaults: dict[str, object] = {}  # where this node's defaults differ from the dataclass's
+    parameter_defaults: Mapping[str, object] = {}  # where this node's defaults differ from the dataclass's
 
     def __init__(self, name: str, write_goals: bool, **kwargs: Any) -> None:
         super().__init__(name, **kwargs)

@@ -6,19 +6,35 @@ every field with a ``ParameterDescriptor`` (``so101_ros.node_params``).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TypedDict, cast
 
 from so101_common.joints import JOINT_NAMES
 from so101_common.parameters import parameter
 from so101_driver.bus import DEFAULT_REPLY_GAP_MS
 from so101_driver.driver_core import DriverConfig
 
-__all__ = ["ArmParameters", "FollowerParameters", "LEADER_DEFAULTS", "HEALTH_PARAMETERS"]
+__all__ = ["ArmParameters", "FollowerParameters", "LEADER_DEFAULTS", "HEALTH_PARAMETERS", "HealthThresholds"]
 
 _HEALTH = DriverConfig()  # the core's defaults for the /diagnostics thresholds
-HEALTH_PARAMETERS = ("temperature_warn_c", "voltage_warn_min_v", "voltage_warn_max_v", "voltage_sag_warn_fraction",
-                     "current_warn_a", "fault_warn_per_s", "fault_error_per_s", "rate_warn_fraction",
-                     "rate_error_fraction")
+
+
+class HealthThresholds(TypedDict):
+    """The /diagnostics thresholds: :class:`DriverConfig` fields, each set from the arm parameter of its name."""
+
+    temperature_warn_c: float
+    voltage_warn_min_v: float
+    voltage_warn_max_v: float
+    voltage_sag_warn_fraction: float
+    current_warn_a: float
+    fault_warn_per_s: float
+    fault_error_per_s: float
+    rate_warn_fraction: float
+    rate_error_fraction: float
+
+
+HEALTH_PARAMETERS: tuple[str, ...] = tuple(HealthThresholds.__annotations__)
 
 
 @dataclass(frozen=True)
@@ -57,9 +73,10 @@ class ArmParameters:
     current_warn_a: float = parameter(_HEALTH.current_warn_a, "|Present_Current| (A): WARN at or above (0: off)",
                                       low=0.0, high=10.0)
 
-    def health_thresholds(self) -> dict[str, float]:
+    def health_thresholds(self) -> HealthThresholds:
         """The /diagnostics thresholds as :class:`DriverConfig` keyword arguments."""
-        return {name: float(getattr(self, name)) for name in HEALTH_PARAMETERS}
+        # built from HealthThresholds' own keys, so the dict is one (mypy cannot follow the comprehension)
+        return cast(HealthThresholds, {name: float(getattr(self, name)) for name in HEALTH_PARAMETERS})
 
 
 @dataclass(frozen=True)
@@ -71,5 +88,5 @@ class FollowerParameters(ArmParameters):
     torque_on_start: bool = parameter(True, "enable torque at start, holding the arm where it is")
 
 
-LEADER_DEFAULTS = {"port": "/dev/ttyACM1", "robot_id": "so101_leader"}
+LEADER_DEFAULTS: Mapping[str, object] = {"port": "/dev/ttyACM1", "robot_id": "so101_leader"}
 """Where the leader's defaults differ from :class:`ArmParameters`."""

@@ -8,7 +8,7 @@ import pytest
 
 from so101_common.diagnostics import Level
 from so101_common.joints import JOINT_NAMES
-from so101_driver.driver_core import DriverConfig, DriverCore
+from so101_driver.driver_core import DiagnosticEntry, DriverConfig, DriverCore
 
 
 class ManualClock:
@@ -24,7 +24,7 @@ def clock():
     return ManualClock()
 
 
-def _entries(core: DriverCore) -> dict[str, object]:
+def _entries(core: DriverCore) -> dict[str, DiagnosticEntry]:
     return {d.name.split(": ")[1]: d for d in core.diagnostics()}
 
 

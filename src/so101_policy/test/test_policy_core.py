@@ -246,8 +246,12 @@ class FakeModel:
 
 def tick_until(runner: AsyncPolicyRunner, status: str, timeout: float = 5.0):
     results = []
-    assert wait_for(lambda: results.append(runner.tick()) or results[-1].status == status, timeout, interval=0.005), \
-        f"no {status!r} tick"
+
+    def reached() -> bool:
+        results.append(runner.tick())
+        return results[-1].status == status
+
+    assert wait_for(reached, timeout, interval=0.005), f"no {status!r} tick"
     return results[-1]
 def _action(result: Any) -> np.ndarray:
     assert result.action is not None
@@ -352,7 +356,12 @@ def test_inference_errors_are_counted_not_raised():
         runner.set_positions(Q)
         runner.start()
         statuses = []
-        assert wait_for(lambda: statuses.append(runner.tick().status) or runner.stats().errors >= 1, 5.0, 0.005)
+
+        def errored() -> bool:
+            statuses.append(runner.tick().status)
+            return runner.stats().errors >= 1
+
+        assert wait_for(errored, 5.0, 0.005)
         assert set(statuses) == {"waiting"}  # a failed inference never yields an action
         assert "boom" in runner.stats().last_error
 

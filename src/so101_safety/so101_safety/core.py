@@ -174,16 +174,19 @@ class SafetyFilter:
     def measured_known(self) -> bool:
         return all(math.isfinite(q) for q in self._measured)
 
-    def on_command(self, names: Sequence[str], positions: Sequence[float], stamp: float) -> Verdict:
-        """Validate a (possibly partial) command; if valid, its joints get new targets (clipped)."""
+    def on_command(self, names: Sequence[str], positions: Sequence[object], stamp: object) -> Verdict:
+        """Validate a (possibly partial) command; if valid, its joints get new targets (clipped).
+
+        ``positions`` and ``stamp`` may be real numbers of any type and size (float, int, Fraction,
+        Decimal, numpy scalars); anything else (text, bools, complex, None, ...) is rejected with a reason."""
         verdict, parsed = self._parse(names, positions, stamp)
         if verdict.accepted and self.estopped:
             verdict = Verdict.reject(RejectReason.ESTOPPED, f"e-stop latched ({self._estop_reason}): command ignored")
         if not verdict.accepted:
             self.stats.rejected[verdict.reason.value if verdict.reason else "unknown"] += 1
             return verdict
-        stamp = float(stamp)  # a finite real number: _parse checked it
-        if self._command_time is not None and stamp - self._command_time > self.config.watchdog_timeout:
+        stamp_s = _as_float(stamp)  # a finite real number: _parse checked it
+        if self._command_time is not None and stamp_s - self._command_time > self.config.watchdog_timeout:
             self._enter_hold()  # the stream had stalled: joints this command leaves out keep the hold
         clipped = []
         for i, value in parsed:
@@ -192,15 +195,18 @@ class SafetyFilter:
             self._clipped[i] = not lim.lower <= value <= lim.upper
             if self._clipped[i]:
                 clipped.append(self.names[i])
-        self._command_time = stamp if self._command_time is None else max(stamp, self._command_time)
+        self._command_time = stamp_s if self._command_time is None else max(stamp_s, self._command_time)
         self._commanded_in_hold = self._holding
         self.stats.accepted += 1
         return Verdict.ok(f"clipped {clipped}" if clipped else "")
 
-    def on_measured(self, names: Sequence[str], positions: Sequence[float], velocities: Sequence[float] = (),
-                    efforts: Sequence[float] = (), stamp: float = 0.0) -> Verdict:
+    def on_measured(self, names: Sequence[str], positions: Sequence[object], velocities: Sequence[object] = (),
+                    efforts: Sequence[object] = (), stamp: object = 0.0) -> Verdict:
         """Take a measured joint state. Unknown names are ignored (other joints may share the topic);
-        joints with a non-finite position keep their previous measurement."""
+        joints with a non-finite position keep their previous measurement.
+
+        Values and ``stamp`` are taken as :meth:`on_command` takes them: a real number of any type, or
+        not used (a position or an effort) or rejected (the stamp)."""
         verdict = self._parse_measured(names, positions, velocities, efforts, stamp)
         if verdict.accepted:
             self.stats.measured_accepted += 1
@@ -266,9 +272,9 @@ class SafetyFilter:
         between_commands = self._command_time is None or abs(now - self._command_time) >= 2.0 * period
         return bool(last.rate_limited) and between_commands
 
-    def step(self, now: float) -> SafeCommand | None:
-        """The command to publish at ``now`` (None before a measured state is known or for a bad ``now``:
-        one that is not a finite real number, counted in ``stats.bad_step_times``)."""
+    def step(self, now: object) -> SafeCommand | None:
+        """The command to publish at ``now``, a real number of any type (None before a measured state is
+        known or for a bad ``now``: one that is not a finite real number, counted in ``stats.bad_step_times``)."""
         t = _to_float(now)
         if t is None or not math.isfinite(t):
             self.stats.bad_step_times += 1
@@ -386,7 +392,7 @@ class SafetyFilter:
             gripper_limited=self._gripper_limited and not estopped, reasons=tuple(reasons),
             estop_reason=self._estop_reason)
 
-    def _parse(self, names: Sequence[str], positions: Sequence[float], stamp: float
+    def _parse(self, names: Sequence[str], positions: Sequence[object], stamp: object
                ) -> tuple[Verdict, list[tuple[int, float]]]:
         try:
             names, positions = list(names), list(positions)
@@ -419,8 +425,8 @@ class SafetyFilter:
             return Verdict.reject(RejectReason.BAD_STAMP, f"stamp {_show(stamp)} is not a finite time"), []
         return Verdict.ok(), [(self._index[n], p) for n, p in zip(names, values, strict=True)]
 
-    def _parse_measured(self, names: Sequence[str], positions: Sequence[float], velocities: Sequence[float],
-                        efforts: Sequence[float], stamp: float) -> Verdict:
+    def _parse_measured(self, names: Sequence[str], positions: Sequence[object], velocities: Sequence[object],
+                        efforts: Sequence[object], stamp: object) -> Verdict:
         try:
             names, positions, efforts = list(names), list(positions), list(efforts)
             n_velocities = len(velocities)

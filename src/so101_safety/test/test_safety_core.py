@@ -243,7 +243,7 @@ def test_time_that_does_not_advance_repeats_the_last_output():
     f.on_command(["elbow_flex"], [1.0], 0.0)
     a = f.step(0.1)
     assert f.step(0.1) is a and f.step(0.05) is a
-    assert f.step(math.nan) is None and f.step("later") is None  # type: ignore[arg-type]  # malformed on purpose
+    assert f.step(math.nan) is None and f.step("later") is None  # malformed on purpose
     b = f.step(0.11)
     assert b.stamp == 0.11 and b is not a
 

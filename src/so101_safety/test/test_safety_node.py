@@ -209,7 +209,11 @@ def test_each_command_is_forwarded_at_its_arrival() -> None:
     rclpy.init(context=context)
     node = rclpy.create_node("arrival_probe", context=context)
     outputs: list[list[float]] = []
-    node.create_subscription(JointState, "/arrival/output", lambda m: outputs.append(list(m.position)), 50)
+
+    def on_output(msg: JointState) -> None:
+        outputs.append(list(msg.position))
+
+    node.create_subscription(JointState, "/arrival/output", on_output, 50)
     state_pub = node.create_publisher(JointState, "/arrival/joint_states", 10)
     command_pub = node.create_publisher(JointState, "/arrival/command", 10)
     executor = SingleThreadedExecutor(context=context)
@@ -223,6 +227,11 @@ def test_each_command_is_forwarded_at_its_arrival() -> None:
         msg.name, msg.position = list(names), [float(p) for p in positions]
         pub.publish(msg)
 
+    def command_reached(target: float) -> bool:
+        """Send the command again; whether the latest output is at it."""
+        publish(command_pub, ["elbow_flex"], [target])
+        return outputs[-1][2] == pytest.approx(target, abs=1e-9)
+
     try:
         with NodeProcess("so101_safety.safety_node", args) as proc:
             assert wait_for(lambda: command_pub.get_subscription_count() > 0
@@ -235,8 +244,7 @@ def test_each_command_is_forwarded_at_its_arrival() -> None:
                     break
                 publish(state_pub, JOINT_NAMES, ARM)
             assert outputs, proc.output()
-            assert wait_for(lambda: (publish(command_pub, ["elbow_flex"], [target]) or True)
-                            and outputs[-1][2] == pytest.approx(target, abs=1e-9), 20.0, interval=0.05), outputs
+            assert wait_for(lambda: command_reached(target), 20.0, interval=0.05), outputs
     finally:
         executor.shutdown()
         node.destroy_node()

@@ -95,7 +95,7 @@ def test_the_fake_rejects_an_int_drive_type_as_the_importer_binding_does() -> No
     with pytest.raises(TypeError):
         config.default_drive_type = 1  # type: ignore[assignment]  # what the old script did
     with pytest.raises(AttributeError):
-        config.drive_type = UrdfJointTargetType.JOINT_DRIVE_POSITION  # type: ignore[attr-defined]
+        config.drive_type = UrdfJointTargetType.JOINT_DRIVE_POSITION
 
 
 def test_the_fake_rejects_a_renamed_port() -> None:

@@ -11,7 +11,7 @@ from so101_common.joints import JOINT_NAMES, JOINTS
 from so101_driver.bus import FeetechBus
 from so101_driver.calibration import MotorCalibration
 from so101_driver.control_table import Register
-from so101_driver.driver_core import DriverConfig, DriverCore
+from so101_driver.driver_core import DiagnosticEntry, DriverConfig, DriverCore
 from so101_testing import wait_for
 from so101_virtual.bus_server import BusServer, BusTiming
 from so101_virtual.faults import FaultInjector
@@ -37,7 +37,7 @@ def _calibration() -> dict[str, MotorCalibration]:
     return {j.name: MotorCalibration(j.servo_id, 0, 0, 1024, 3072) for j in JOINTS}
 
 
-def _entries(core: DriverCore) -> dict[str, object]:
+def _entries(core: DriverCore) -> dict[str, DiagnosticEntry]:
     return {d.name.split(": ")[1]: d for d in core.diagnostics()}
 
 

@@ -24,7 +24,8 @@ ROSDEP_KEYS = {
     "pydantic": "python3-pydantic", "google": "python3-protobuf", "mujoco": "python3-mujoco-pip",
     "onnx": "python3-onnx-pip", "onnxruntime": "python3-onnxruntime-pip", "torch": "python3-torch-pip",
     "lerobot": "python3-lerobot-pip", "scservo_sdk": "python3-feetech-servo-sdk-pip",
-    "rosbags": "python3-rosbags-pip", "mcap": "python3-mcap-pip", "backports": "python3-backports-zstd-pip",
+    "rosbags": "python3-rosbags-pip", "mcap": "python3-mcap-pip", "pyarrow": "python3-pyarrow-pip",
+    "fsspec": "python3-fsspec", "ray": "python3-ray-pip", "backports": "python3-backports-zstd-pip",
 }
 # Not rosdep keys: Isaac Sim's own Python (the bridge script runs inside Isaac Sim, see so101_sim2real/isaac);
 # ``compression`` is the standard library from Python 3.14 (``compression.zstd``, with a backports fallback).

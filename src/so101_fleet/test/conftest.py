@@ -6,13 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from small_fleet import SMALL_FLEET
 
 from so101_fleet.catalog import build_catalog, write_catalog
 from so101_fleet.episode_job import ProcessConfig
 from so101_fleet.process import process_fleet, tasks_from_catalog
-from so101_fleet.simulate import FleetConfig, simulate_fleet
-
-SMALL_FLEET = FleetConfig(arms=4, episodes=4, days=8, duration_s=3.0, seed=7)
+from so101_fleet.simulate import simulate_fleet
 
 
 @pytest.fixture(scope="session")

@@ -8,12 +8,12 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 import yaml
-from conftest import SMALL_FLEET
 from fleet_helpers import write_bag
 from mcap.reader import make_reader
+from small_fleet import SMALL_FLEET
 
-from so101_bringup.cli import main
 from so101_fleet.catalog import CatalogError, build_catalog, read_catalog
+from so101_testing import run_cli
 
 
 def _mcap_counts(bag: Path) -> dict[str, int]:
@@ -25,7 +25,7 @@ def _mcap_counts(bag: Path) -> dict[str, int]:
 
 def test_index_cli_writes_one_row_per_episode_matching_the_bags(small_fleet: Path, tmp_path: Path) -> None:
     out = tmp_path / "catalog.parquet"
-    assert main(["fleet", "index", str(small_fleet), "--out", str(out)]) == 0
+    assert run_cli("so101_fleet.cli", ["index", str(small_fleet), "--out", str(out)]) == 0
     rows = pq.read_table(out).to_pylist()  # plain pyarrow reads it
     assert len(rows) == SMALL_FLEET.arms * SMALL_FLEET.episodes
     assert {r["robot_id"] for r in rows} == {f"arm_{i:03d}" for i in range(SMALL_FLEET.arms)}

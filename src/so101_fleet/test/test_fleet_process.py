@@ -13,13 +13,13 @@ import pytest
 from fleet_helpers import crash_worker_on_marked_episode, write_bag
 from mcap.reader import make_reader
 
-from so101_bringup.cli import main
 from so101_common.paired_dataset import PairedDataset
 from so101_fleet.catalog import build_catalog, read_catalog, write_catalog
 from so101_fleet.episode_job import ProcessConfig
 from so101_fleet.process import RUN_REPORT, process_fleet, tasks_from_catalog
 from so101_fleet.ray_runtime import loopback_env
 from so101_fleet.simulate import FleetConfig, simulate_fleet
+from so101_testing import run_cli
 
 
 @pytest.fixture(scope="module")
@@ -125,6 +125,6 @@ def test_simulate_on_ray_writes_the_same_bags_as_in_process(ray_local, tmp_path:
 def test_in_process_cli_run(fleet_catalog: Path, tmp_path: Path, capsys) -> None:
     table = read_catalog(fleet_catalog).slice(0, 2)
     small = write_catalog(table, tmp_path / "two.parquet")
-    assert main(["fleet", "process", str(small), "--sim", "mujoco", "--out", str(tmp_path / "ds"), "--workers", "1"]) == 0
+    assert run_cli("so101_fleet.cli", ["process", str(small), "--sim", "mujoco", "--out", str(tmp_path / "ds"), "--workers", "1"]) == 0
     assert "in-process: 2 episodes processed" in capsys.readouterr().out
     assert len(_summaries(tmp_path / "ds")) == 2

@@ -6,11 +6,11 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import SMALL_FLEET
+from small_fleet import SMALL_FLEET
 
-from so101_bringup.cli import main
 from so101_fleet.report import ReportError, write_fleet_report
 from so101_fleet.simulate import load_fleet
+from so101_testing import run_cli
 
 
 def test_report_ranks_the_fast_wearing_arms_first_and_flags_only_them(small_fleet: Path, processed_fleet: Path,
@@ -18,7 +18,7 @@ def test_report_ranks_the_fast_wearing_arms_first_and_flags_only_them(small_flee
     truth = load_fleet(small_fleet)["arms"]  # written by simulate; the pipeline never read it
     fast = {a["robot_id"] for a in truth if a["fast_wear"]}
     assert 1 <= len(fast) < SMALL_FLEET.arms
-    assert main(["fleet", "report", str(processed_fleet), "--out", str(tmp_path / "report")]) == 0
+    assert run_cli("so101_fleet.cli", ["report", str(processed_fleet), "--out", str(tmp_path / "report")]) == 0
     report = json.loads((tmp_path / "report" / "fleet_report.json").read_text())
     ranking = [arm["robot_id"] for arm in report["ranking"]]
     assert set(ranking[:len(fast)]) == fast

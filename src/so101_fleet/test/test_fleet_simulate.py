@@ -7,9 +7,9 @@ from pathlib import Path
 
 import numpy as np
 import yaml
-from conftest import SMALL_FLEET
 from mcap.reader import make_reader
 from rosbags.highlevel import AnyReader
+from small_fleet import SMALL_FLEET
 
 from so101_fleet.simulate import FLEET_EPOCH, FleetConfig, load_fleet, simulate_fleet
 from so101_fleet.wear import arm_profile, draw_fleet

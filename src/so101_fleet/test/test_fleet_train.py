@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from so101_bringup.cli import main
 from so101_fleet.ray_runtime import loopback_env
 from so101_fleet.train_cli import expand_datasets
 from so101_gaponet.model_file import read_metadata
+from so101_testing import run_cli
 
 
 @pytest.fixture(scope="module")
@@ -35,8 +35,8 @@ def test_fleet_root_expands_to_its_episode_datasets(processed_fleet: Path, tmp_p
 def test_two_ray_workers_reach_the_single_process_validation_loss(ray_local, processed_fleet: Path,
                                                                   tmp_path: Path) -> None:
     common = ["--dataset", str(processed_fleet), "--epochs", "4", "--hidden", "16", "--history", "3", "--seed", "3"]
-    assert main(["train-gaponet", *common, "--out", str(tmp_path / "single.onnx")]) == 0
-    assert main(["train-gaponet", *common, "--workers", "2", "--out", str(tmp_path / "ray.onnx")]) == 0
+    assert run_cli("so101_fleet.train_cli", [*common, "--out", str(tmp_path / "single.onnx")]) == 0
+    assert run_cli("so101_fleet.train_cli", [*common, "--workers", "2", "--out", str(tmp_path / "ray.onnx")]) == 0
     single, distributed = read_metadata(tmp_path / "single.onnx"), read_metadata(tmp_path / "ray.onnx")
     assert "ray_train_workers" not in single.provenance
     assert distributed.provenance["ray_train_workers"] == 2 and distributed.provenance["ray_train_backend"] == "gloo"

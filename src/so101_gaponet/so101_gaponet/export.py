@@ -8,32 +8,38 @@ from __future__ import annotations
 
 import warnings
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-__all__ = ["train_and_export"]
+__all__ = ["train_and_export", "write_and_check"]
+
+
+def write_and_check(module: Any, metadata: Any, out: Path, file_format: str) -> float:
+    """Write the model file, reload it and return the largest difference to the torch module's output."""
+    import torch
+
+    from so101_gaponet.model_file import load_model, save_onnx, save_torchscript
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # torch.jit deprecation notices
+        (save_onnx if file_format == "onnx" else save_torchscript)(module, metadata, out)
+        model = load_model(out)
+    rng = np.random.default_rng(0)
+    history = rng.standard_normal((8, metadata.history, metadata.history_columns)).astype(np.float32)
+    commands = rng.standard_normal((8, metadata.future_steps, metadata.num_joints)).astype(np.float32)
+    with torch.no_grad():
+        expected = module(torch.from_numpy(history), torch.from_numpy(commands)).numpy()
+    got = np.vstack([model.run_normalised(history[i:i + 1], commands[i:i + 1]) for i in range(len(history))])
+    return float(np.max(np.abs(got - expected)))
 
 
 def train_and_export(datasets: list[Path], out: Path, file_format: str, **settings: object) -> dict[str, float]:
     """Train, export, reload the file and check it reproduces the torch module; returns loss figures."""
-    import torch
-
-    from so101_gaponet.model_file import load_model, save_onnx, save_torchscript
     from so101_gaponet.train import TrainConfig, train
 
     result = train(datasets, TrainConfig(**settings))  # type: ignore[arg-type]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", FutureWarning)  # torch.jit deprecation notices
-        (save_onnx if file_format == "onnx" else save_torchscript)(result.module, result.metadata, out)
-        model = load_model(out)
-    meta = result.metadata
-    rng = np.random.default_rng(0)
-    history = rng.standard_normal((8, meta.history, meta.history_columns)).astype(np.float32)
-    commands = rng.standard_normal((8, meta.future_steps, meta.num_joints)).astype(np.float32)
-    with torch.no_grad():
-        expected = result.module(torch.from_numpy(history), torch.from_numpy(commands)).numpy()
-    got = np.vstack([model.run_normalised(history[i:i + 1], commands[i:i + 1]) for i in range(len(history))])
-    error = float(np.max(np.abs(got - expected)))
+    error = write_and_check(result.module, result.metadata, out, file_format)
     if error > 1e-4:
         raise RuntimeError(f"exported model differs from the trained one by {error:.2e}")
     return {"initial_validation_loss": result.initial_validation_loss, "validation_loss": result.validation_losses[-1],

@@ -37,7 +37,7 @@ from so101_common.trajectory import causal_velocity
 from so101_gaponet.metadata import HISTORY_FEATURES, MODEL_KINDS, GapModelMetadata, ModelKind, Normalisation
 from so101_gaponet.models import ArchConfig, PerJointLinear, build_model
 
-__all__ = ["normalisation_of", "FitResult", "TrainConfig", "TrainResult", "TrainingError", "build_samples", "fit_network", "train", "git_revision"]
+__all__ = ["CompensatorSamples", "compensator_samples", "compensator_arch", "compensator_metadata", "delta_loss", "normalised_tensors", "normalisation_of", "FitResult", "TrainConfig", "TrainResult", "TrainingError", "build_samples", "fit_network", "train", "git_revision"]
 
 _log = logging.getLogger(__name__)
 
@@ -180,6 +180,24 @@ def normalisation_of(history: np.ndarray, commands: np.ndarray, delta: np.ndarra
                          delta_mean=tuple(map(float, d_mean)), delta_std=tuple(map(float, d_std)))
 
 
+def normalised_tensors(norm: Normalisation, history: np.ndarray, commands: np.ndarray,
+                       delta: np.ndarray) -> list[torch.Tensor]:
+    """``[history, commands, delta]`` as float32 tensors in the model's normalised units."""
+    return [torch.from_numpy(((a - np.asarray(m)) / np.asarray(sd)).astype(np.float32)) for a, m, sd in (
+        (history, norm.history_mean, norm.history_std), (commands, norm.command_mean, norm.command_std),
+        (delta, norm.delta_mean, norm.delta_std))]
+
+
+def delta_loss(module: torch.nn.Module, tensors: Sequence[torch.Tensor], index: torch.Tensor, norm: Normalisation,
+               delta_l2: float) -> torch.Tensor:
+    """The training objective on the samples ``index``: MSE of Δ plus an L2 pull of Δ toward 0 (in Δ's std)."""
+    zero_delta = torch.tensor([-m / sd for m, sd in zip(norm.delta_mean, norm.delta_std, strict=True)],
+                              dtype=torch.float32)
+    predicted = module(tensors[0][index], tensors[1][index])
+    return (torch.nn.functional.mse_loss(predicted, tensors[2][index])
+            + delta_l2 * torch.mean((predicted - zero_delta) ** 2))
+
+
 def fit_network(arch: ArchConfig, history: np.ndarray, commands: np.ndarray, delta: np.ndarray, *, epochs: int,
                 batch_size: int = 256, learning_rate: float = 3e-3, weight_decay: float = 1e-4, delta_l2: float = 0.0,
                 seed: int = 0, validation_fraction: float = 0.1, ridge: float = 1e-3, progress: bool = False,
@@ -207,20 +225,15 @@ def _fit(arch: ArchConfig, history: np.ndarray, commands: np.ndarray, delta: np.
          learning_rate: float, weight_decay: float, delta_l2: float, seed: int, validation_fraction: float, ridge: float,
          progress: bool, normalisation: Normalisation | None, module: torch.nn.Module | None) -> FitResult:
     norm = normalisation if normalisation is not None else normalisation_of(history, commands, delta)
-    tensors = [torch.from_numpy(((a - np.asarray(m)) / np.asarray(sd)).astype(np.float32)) for a, m, sd in (
-        (history, norm.history_mean, norm.history_std), (commands, norm.command_mean, norm.command_std),
-        (delta, norm.delta_mean, norm.delta_std))]
+    tensors = normalised_tensors(norm, history, commands, delta)
     torch.manual_seed(seed)
     order = np.random.default_rng(seed).permutation(len(history))
     split = max(1, int(len(order) * validation_fraction))
     val_idx, train_idx = torch.from_numpy(order[:split]), torch.from_numpy(order[split:])
     module = module if module is not None else build_model(arch)
-    loss_fn = torch.nn.MSELoss()
-    zero_delta = torch.tensor([-m / sd for m, sd in zip(norm.delta_mean, norm.delta_std, strict=True)], dtype=torch.float32)
 
     def objective(index: torch.Tensor) -> torch.Tensor:
-        predicted = module(tensors[0][index], tensors[1][index])
-        return loss_fn(predicted, tensors[2][index]) + delta_l2 * torch.mean((predicted - zero_delta) ** 2)
+        return delta_loss(module, tensors, index, norm, delta_l2)
 
     def evaluate() -> float:
         module.eval()
@@ -261,39 +274,70 @@ def _fit(arch: ArchConfig, history: np.ndarray, commands: np.ndarray, delta: np.
     return result
 
 
-def train(dataset_paths: Sequence[str | Path], config: TrainConfig) -> TrainResult:
-    """Train a compensator (role ``compensator``, one command row) on paired datasets."""
+@dataclass
+class CompensatorSamples:
+    """The raw training samples of some paired datasets (what every compensator trainer starts from)."""
+
+    history: np.ndarray  # (S, H, 3J) float32
+    commands: np.ndarray  # (S, 1, J) float32: the one command row of a compensator
+    delta: np.ndarray  # (S, J) float32, rad
+    joints: tuple[str, ...]
+    rate_hz: float
+    datasets: list[str]  # folder names, for the provenance
+    profiles: list[str]  # gap profiles the datasets were recorded on
+
+
+def compensator_samples(dataset_paths: Sequence[str | Path], config: TrainConfig) -> CompensatorSamples:
+    """Load the paired datasets and build the compensator's samples (the same for every trainer)."""
     datasets = _load(dataset_paths)
     parts = [build_samples(d, config.history, config.horizon) for d in datasets]
-    history = np.concatenate([p[0] for p in parts]).astype(np.float32)
-    commands = np.concatenate([p[1] for p in parts]).astype(np.float32)[:, None, :]
-    delta = np.concatenate([p[2] for p in parts]).astype(np.float32)
-    joints = datasets[0].joint_names
-    arch = ArchConfig(kind=config.arch, joints=len(joints), history=config.history, features=len(HISTORY_FEATURES),
-                      hidden=config.hidden)
-    fitted = fit_network(arch, history, commands, delta, epochs=config.epochs, batch_size=config.batch_size,
-                         learning_rate=config.learning_rate, weight_decay=config.weight_decay, delta_l2=config.delta_l2,
-                         seed=config.seed, validation_fraction=config.validation_fraction, progress=config.progress)
-    profiles = sorted({str(d.metadata.get("profile", "")) for d in datasets} - {""})
-    bounds = _bounds(delta, config.delta_bound)
-    metadata = GapModelMetadata(
+    return CompensatorSamples(
+        history=np.concatenate([p[0] for p in parts]).astype(np.float32),
+        commands=np.concatenate([p[1] for p in parts]).astype(np.float32)[:, None, :],
+        delta=np.concatenate([p[2] for p in parts]).astype(np.float32),
+        joints=tuple(datasets[0].joint_names), rate_hz=float(datasets[0].rate_hz),
+        datasets=[Path(p).name for p in dataset_paths],
+        profiles=sorted({str(d.metadata.get("profile", "")) for d in datasets} - {""}))
+
+
+def compensator_arch(samples: CompensatorSamples, config: TrainConfig) -> ArchConfig:
+    return ArchConfig(kind=config.arch, joints=len(samples.joints), history=config.history,
+                      features=len(HISTORY_FEATURES), hidden=config.hidden)
+
+
+def compensator_metadata(samples: CompensatorSamples, config: TrainConfig, normalisation: Normalisation,
+                         losses: dict[str, float], extra: dict[str, Any] | None = None) -> GapModelMetadata:
+    """The model file metadata of a compensator trained on ``samples`` (``extra``: more provenance)."""
+    bounds = _bounds(samples.delta, config.delta_bound)
+    return GapModelMetadata(
         role="compensator", model_kind=cast(ModelKind, config.arch),  # checked in TrainConfig
-        joints=tuple(joints), history=config.history, future_steps=1,
-        rate_hz=float(datasets[0].rate_hz), horizon=config.horizon, history_features=HISTORY_FEATURES,
-        normalisation=fitted.normalisation, delta_bounds=bounds,
+        joints=samples.joints, history=config.history, future_steps=1,
+        rate_hz=samples.rate_hz, horizon=config.horizon, history_features=HISTORY_FEATURES,
+        normalisation=normalisation, delta_bounds=bounds,
         delta_slew_limit=tuple(config.delta_slew if config.delta_slew is not None else b / 10 for b in bounds),
         delta_smoothing_s=config.delta_smoothing_s,
         provenance={
-            "datasets": [Path(p).name for p in dataset_paths], "profile": ",".join(profiles),
+            "datasets": samples.datasets, "profile": ",".join(samples.profiles),
             "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"), "git_rev": git_revision(),
-            "samples": len(history), "epochs": config.epochs, "seed": config.seed,
+            "samples": len(samples.history), "epochs": config.epochs, "seed": config.seed,
             "objective": "inverse real response over the horizon: delta = command_t - mean(real_position_{t+1..t+horizon})",
-            "delta_l2": config.delta_l2, "weight_decay": config.weight_decay,
-            "initial_validation_loss": fitted.initial_validation_loss,
-            "final_train_loss": fitted.train_losses[-1], "final_validation_loss": fitted.validation_losses[-1],
+            "delta_l2": config.delta_l2, "weight_decay": config.weight_decay, **losses, **(extra or {}),
         },
-        architecture=arch.record(),
+        architecture=compensator_arch(samples, config).record(),
     )
+
+
+def train(dataset_paths: Sequence[str | Path], config: TrainConfig) -> TrainResult:
+    """Train a compensator (role ``compensator``, one command row) on paired datasets."""
+    samples = compensator_samples(dataset_paths, config)
+    fitted = fit_network(compensator_arch(samples, config), samples.history, samples.commands, samples.delta,
+                         epochs=config.epochs, batch_size=config.batch_size,
+                         learning_rate=config.learning_rate, weight_decay=config.weight_decay, delta_l2=config.delta_l2,
+                         seed=config.seed, validation_fraction=config.validation_fraction, progress=config.progress)
+    metadata = compensator_metadata(samples, config, fitted.normalisation, {
+        "initial_validation_loss": fitted.initial_validation_loss,
+        "final_train_loss": fitted.train_losses[-1], "final_validation_loss": fitted.validation_losses[-1]})
+    history = samples.history
     _log.info("trained %s on %d samples: validation loss %.4f → %.4f", config.arch, len(history),
               fitted.initial_validation_loss, fitted.validation_losses[-1])
     return TrainResult(fitted.module, metadata, fitted.train_losses, fitted.validation_losses, fitted.initial_validation_loss)

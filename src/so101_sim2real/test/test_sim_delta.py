@@ -26,6 +26,7 @@ from so101_sim2real.sim_delta.recordings import Recording, split_heldout
 from so101_sim2real.sim_delta.rollout import replay
 from so101_sim2real.sim_delta.synthetic import known_delta, lagged_arm_recording
 from so101_sim2real.sim_delta.trainer import SimDeltaConfig, metadata_for, train_sim_delta
+from so101_testing import run_cli
 
 
 @pytest.fixture(scope="module")
@@ -90,7 +91,6 @@ def test_heldout_rule_is_fixed_by_name_order() -> None:
 
 
 def test_train_sim_delta_command_on_sage_folders(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from so101_bringup.cli import main as so101
     from so101_common.trajectory import JointTrajectory
     from so101_sim2real.replay import sage
 
@@ -102,7 +102,7 @@ def test_train_sim_delta_command_on_sage_folders(tmp_path: Path, capsys: pytest.
                                 np.zeros_like(recording.position))
         sage.write_run(sage.run_from_trajectories(command, state, "real"), root / name)
     out = tmp_path / "models" / "sd.onnx"
-    assert so101(["train-sim-delta", "--sage-real", str(root), "--out", str(out), "--arch", "linear"]) == 0
+    assert run_cli("so101_sim2real.sim_delta.cli", ["--sage-real", str(root), "--out", str(out), "--arch", "linear"]) == 0
     printed = capsys.readouterr().out
     assert "held out: c_motion" in printed and "wrist_roll" in printed
     meta = load_model(out, role="sim_delta").metadata
@@ -110,7 +110,7 @@ def test_train_sim_delta_command_on_sage_folders(tmp_path: Path, capsys: pytest.
     report = json.loads(out.with_suffix(".json").read_text())
     cuts = {row["joint"]: row["cut_percent"] for row in report["linear"]["heldout"]}
     assert min(cuts.values()) > 50.0, cuts  # the known lag and offset, learned from two motions, on the third
-    assert so101(["train-sim-delta", "--sage-real", str(tmp_path / "nowhere"), "--out", str(out)]) == 1
+    assert run_cli("so101_sim2real.sim_delta.cli", ["--sage-real", str(tmp_path / "nowhere"), "--out", str(out)]) == 1
     assert capsys.readouterr().out.startswith("error: ")
 
 

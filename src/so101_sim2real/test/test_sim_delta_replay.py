@@ -12,11 +12,11 @@ from pathlib import Path
 
 import numpy as np
 
-from so101_bringup.cli import main as so101
 from so101_common.joints import JOINT_NAMES, SAGE_JOINT_NAMES, gripper_fraction_to_rad
 from so101_gaponet.model_file import read_metadata
 from so101_sim2real.sim_delta.cli import SHIPPED_SIM_DELTA
 from so101_sim2real.sim_delta.recordings import split_heldout
+from so101_testing import run_cli
 
 FIXTURES = Path(__file__).resolve().parents[2] / "so101_sim2real" / "test" / "fixtures" / "sage"
 REAL_RUN = FIXTURES / "output" / "real" / "so101" / "custom" / "single_joint_elbow"
@@ -41,8 +41,8 @@ def test_shipped_model_is_a_sim_delta_model_not_trained_on_the_fixture_motion() 
 
 def test_replay_with_the_shipped_sim_delta_model(tmp_path: Path) -> None:
     plain, corrected = tmp_path / "plain", tmp_path / "delta"
-    assert so101(["replay", "--sim", "mujoco", "--sage-real", str(REAL_RUN), "--out", str(plain), "--format", "sage"]) == 0
-    assert so101(["replay", "--sim", "mujoco", "--sage-real", str(REAL_RUN), "--delta-model", str(SHIPPED_SIM_DELTA),
+    assert run_cli("so101_sim2real.cli.replay", ["--sim", "mujoco", "--sage-real", str(REAL_RUN), "--out", str(plain), "--format", "sage"]) == 0
+    assert run_cli("so101_sim2real.cli.replay", ["--sim", "mujoco", "--sage-real", str(REAL_RUN), "--delta-model", str(SHIPPED_SIM_DELTA),
                   "--out", str(corrected), "--format", "sage"]) == 0
     assert list(SAGE_JOINT_NAMES) == (corrected / "joint_list.txt").read_text().split()
     real_time, real = _read(REAL_RUN / "state_motor.csv", 1e-6)

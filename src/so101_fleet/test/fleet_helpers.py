@@ -19,9 +19,9 @@ from so101_fleet.simulate import diagnostics_cdr
 START_NS = 1_767_600_000_000_000_000  # 2026-01-05T08:00:00Z
 
 
-def write_bag(path: Path, robot_id: str = "arm_x", *, times: Sequence[float] | None = None,
+def write_bag(path: Path, robot_id: str = "arm_x", *, times: Sequence[float] | np.ndarray | None = None,
               names: Sequence[str] = JOINT_NAMES, commands: bool = True,
-              diagnostic_levels: dict[str, int] | None = None, header_times: Sequence[float] | None = None) -> Path:
+              diagnostic_levels: dict[str, int] | None = None, header_times: Sequence[float] | np.ndarray | None = None) -> Path:
     """A small bag: a gentle motion on /joint_states (+ /joint_command), one /diagnostics message.
     ``times`` are the bag (log) times in s from the start; ``header_times`` the stamps, if different."""
     times = list(np.arange(0, 3.0, 0.02)) if times is None else list(times)

@@ -18,6 +18,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -31,7 +32,7 @@ def cluster() -> Iterator[tuple[str, dict[str, str], set[str]]]:
     os.environ.update(loopback_env())
     from ray.cluster_utils import Cluster
 
-    node = {"num_cpus": 1, "node_ip_address": "127.0.0.1", "object_store_memory": 100 * 1024**2}
+    node: dict[str, Any] = {"num_cpus": 1, "node_ip_address": "127.0.0.1", "object_store_memory": 100 * 1024**2}
     cluster = Cluster(initialize_head=True, head_node_args=node | {"include_dashboard": False})
     try:
         cluster.add_node(**node)

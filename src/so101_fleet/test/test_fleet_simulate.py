@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import yaml
@@ -31,7 +32,7 @@ def test_fleet_bags_read_back_with_rosbags_and_carry_fleet_metadata(small_fleet:
             stamps = []
             for connection, _timestamp, raw in reader.messages([c for c in reader.connections
                                                                  if c.topic == "/joint_states"]):
-                msg = reader.deserialize(raw, connection.msgtype)
+                msg: Any = reader.deserialize(raw, connection.msgtype)
                 stamps.append(msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9)
                 assert list(msg.name)[0] == "shoulder_pan" and len(msg.position) == 6
         # simulated time: a 50 Hz grid from a start on the fleet's calendar, not the wall clock

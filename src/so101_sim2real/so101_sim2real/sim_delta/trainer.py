@@ -160,7 +160,7 @@ def _bounds(delta: np.ndarray) -> tuple[float, ...]:
 def metadata_for(fit: FitResult, arch: ArchConfig, config: SimDeltaConfig, bounds: tuple[float, ...],
                  provenance: dict[str, object]) -> GapModelMetadata:
     return GapModelMetadata(
-        role="sim_delta", model_kind=arch.kind, joints=JOINT_NAMES, history=config.history,  # type: ignore[arg-type]
+        role="sim_delta", model_kind=arch.kind, joints=JOINT_NAMES, history=config.history,
         future_steps=config.future_steps, rate_hz=CONTROL_RATE_HZ, horizon=1, history_features=HISTORY_FEATURES,
         normalisation=fit.normalisation, delta_bounds=bounds, delta_slew_limit=None, delta_smoothing_s=0.0,
         provenance=dict(provenance), architecture=arch.record())

@@ -118,10 +118,10 @@ class FilterMachine(RuleBasedStateMachine):
             assert not self.estopped and not stamp_bad and len(ns) == len(ps) and ns
             assert all(n in JOINT_NAMES for n in ns) and len(set(ns)) == len(ns)
             assert all(usable(p) for p in ps)
-        elif len(ns) == len(ps) and ns and all(n in JOINT_NAMES for n in ns) and len(set(ns)) == len(ns):
-            assert verdict.detail  # used or rejected with a reason
             self.command_time = stamp if self.command_time is None else max(stamp, self.command_time)
             self.events_since_prev = True
+        elif len(ns) == len(ps) and ns and all(n in JOINT_NAMES for n in ns) and len(set(ns)) == len(ns):
+            assert verdict.detail  # used or rejected with a reason
 
     @rule(data=st.data())
     def good_command(self, data) -> None:

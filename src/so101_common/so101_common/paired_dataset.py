@@ -24,7 +24,7 @@ import numpy as np
 from pydantic import Field, field_validator
 
 from so101_common.joints import JOINT_NAMES
-from so101_common.schema import SchemaError, StrictModel, load_json
+from so101_common.schema import SchemaError, StrictModel, load_json, validate
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -34,6 +34,7 @@ __all__ = [
     "DatasetError",
     "DatasetIndex",
     "EpisodeEntry",
+    "FaultSpan",
     "PairedEpisode",
     "PairedDataset",
 ]
@@ -67,6 +68,20 @@ _NAME_RE = re.compile(_NAME_PATTERN)
 
 class DatasetError(ValueError):
     """A paired dataset is missing, corrupt, of another schema, or an episode is inconsistent."""
+
+
+class FaultSpan(StrictModel):
+    """A servo fault seen while an episode was recorded (episode metadata ``faults``: a list of these).
+
+    Faults are not gaps: pairing keeps the samples, reports mark the span, training leaves it out.
+    ``start``/``end`` are seconds on the episode's time axis; ``end`` None = until the episode ended.
+    """
+
+    joint: str  # joint name, or "bus" for a fault of the bus as a whole
+    fault: str  # what the servo or driver reported: overload, overheat, voltage, lost, ...
+    start: float
+    end: float | None = None
+    message: str = ""
 
 
 class EpisodeEntry(StrictModel):
@@ -146,6 +161,22 @@ class PairedEpisode:
 
     def __len__(self) -> int:
         return len(self.time)
+
+    def faults(self) -> list[FaultSpan]:
+        """The fault spans in ``metadata["faults"]`` (validated; an empty list when there are none)."""
+        raw = self.metadata.get("faults", [])
+        try:
+            return [validate(FaultSpan, span, f"episode {self.name}: metadata faults[{i}]") for i, span in enumerate(raw)]
+        except SchemaError as err:
+            raise DatasetError(str(err)) from None
+
+    def fault_mask(self) -> np.ndarray:
+        """(N,) bool, True on samples inside any fault span (what training leaves out)."""
+        mask = np.zeros(len(self.time), dtype=bool)
+        for span in self.faults():
+            end = math.inf if span.end is None else span.end
+            mask |= (self.time >= span.start) & (self.time <= end)
+        return mask
 
     def arrays(self) -> dict[str, np.ndarray]:
         """``time`` and every array in :data:`ARRAY_KEYS`, as stored in the episode's npz."""

@@ -104,3 +104,21 @@ def test_a_bad_index_is_one_line_naming_file_and_key(tmp_path: Path, edit, messa
 def test_the_loaded_dataset_knows_its_folder(tmp_path: Path) -> None:
     PairedDataset(rate_hz=50.0, episodes=[make_episode("a")]).save(tmp_path / "ds")
     assert PairedDataset.load(tmp_path / "ds").path == tmp_path / "ds"
+
+
+def test_fault_mask_covers_each_span_and_open_ended_spans_run_to_the_end() -> None:
+    episode = make_episode("faulted", n=50)  # time 0 .. 0.98 s
+    episode.metadata["faults"] = [{"joint": "shoulder_lift", "fault": "overload", "start": 0.2, "end": 0.3},
+                                  {"joint": "bus", "fault": "lost", "start": 0.9}]
+    mask = episode.fault_mask()
+    expected = ((episode.time >= 0.2) & (episode.time <= 0.3)) | (episode.time >= 0.9)
+    np.testing.assert_array_equal(mask, expected)
+    assert [span.fault for span in episode.faults()] == ["overload", "lost"]
+    assert not make_episode("clean").fault_mask().any()
+
+
+def test_malformed_fault_span_is_one_error_naming_the_episode() -> None:
+    episode = make_episode("bad")
+    episode.metadata["faults"] = [{"joint": "elbow_flex", "start": 0.1}]
+    with pytest.raises(DatasetError, match=r"^episode bad: metadata faults\[0\]: fault: [^\n]*$"):
+        episode.fault_mask()

@@ -19,12 +19,11 @@ import torch
 from so101_common.paired_dataset import DatasetError
 from so101_gaponet.export import write_and_check
 from so101_gaponet.metadata import GapModelMetadata, ModelFileError, Normalisation
-from so101_gaponet.models import build_model
 from so101_gaponet.train import (
     CompensatorSamples,
     TrainConfig,
     TrainingError,
-    compensator_arch,
+    compensator_module,
     compensator_metadata,
     compensator_samples,
     delta_loss,
@@ -69,7 +68,7 @@ def split(samples: int, config: TrainConfig) -> tuple[torch.Tensor, torch.Tensor
 def build_module(prepared: Prepared, config: TrainConfig) -> torch.nn.Module:
     """The network, initialised from the seed as ``train()`` does."""
     torch.manual_seed(config.seed)
-    return build_model(compensator_arch(prepared.samples, config))
+    return compensator_module(prepared.samples, config, prepared.normalisation)
 
 
 def objective(module: torch.nn.Module, prepared: Prepared, index: torch.Tensor, config: TrainConfig) -> torch.Tensor:

@@ -2,10 +2,13 @@
 
 One call of :meth:`Compensator.compensate` is one control step: it appends a history row
 (latest measured position and velocity, and the command sent to the arm on the previous step),
-then asks the model for Δ given the policy's command as the target the arm should reach, and
-returns ``command + Δ`` with Δ shaped in three stages: clipped to the per-joint bounds, low-passed
-(first order, time constant ``delta_smoothing_s``) and slew-limited (at most ``delta_slew_limit``
-rad change per step). The last two keep a model that feeds back on its own previous commands from
+then asks the model for Δ given the policy's command and, for a look-ahead model
+(``future_steps > 1``), the upcoming commands (held at the last one given, so a policy without
+action chunks gets the current command held), adds the integral feedback (``feedback_gain`` per
+joint and step, on the error between the previous step's policy command and the measured position,
+where the sim would be; bounded like Δ, frozen while Δ is clipped), and returns ``command + Δ`` with Δ
+shaped in three stages: clipped to the per-joint bounds, low-passed (first order, time constant
+``delta_smoothing_s``) and slew-limited (at most ``delta_slew_limit`` rad change per step). The last two keep a model that feeds back on its own previous commands from
 turning the compensator into a high-gain loop around the arm: a constant command on a settled arm
 gives a constant output. Without a model, while disabled, or until the window holds
 ``history`` rows (warm-up) the command passes through unchanged (Δ = 0) — but the history keeps
@@ -43,6 +46,8 @@ class CompensatorConfig:
     # Largest change of Δ per step per joint (rad/step); None: the model's (no limit if it has none).
     delta_slew_limit: tuple[float, ...] | None = None
     delta_smoothing_s: float | None = None  # time constant of the low-pass on Δ (s, 0 = off); None: the model's
+    # Integral feedback per joint (1/step, 0 = off); None: the model's (none if it has none).
+    feedback_gain: tuple[float, ...] | None = None
     latency_window: int = 1000  # steps kept for the latency percentiles
 
     def __post_init__(self) -> None:
@@ -58,6 +63,11 @@ class CompensatorConfig:
                 raise CompensatorError(f"delta_slew_limit has {len(self.delta_slew_limit)} values for {len(self.joints)} joints")
             if not all(math.isfinite(b) and b > 0 for b in self.delta_slew_limit):
                 raise CompensatorError(f"delta_slew_limit must be finite and > 0 (rad/step), got {self.delta_slew_limit}")
+        if self.feedback_gain is not None:
+            if len(self.feedback_gain) != len(self.joints):
+                raise CompensatorError(f"feedback_gain has {len(self.feedback_gain)} values for {len(self.joints)} joints")
+            if not all(math.isfinite(g) and 0 <= g < 0.5 for g in self.feedback_gain):
+                raise CompensatorError(f"feedback_gain must be in [0, 0.5) per step, got {self.feedback_gain}")
         if self.delta_smoothing_s is not None and not (math.isfinite(self.delta_smoothing_s) and self.delta_smoothing_s >= 0):
             raise CompensatorError(f"delta_smoothing_s must be finite and ≥ 0 (s), got {self.delta_smoothing_s}")
         if self.latency_window < 1:
@@ -96,10 +106,8 @@ class Compensator:
         joints = len(config.joints)
         if model is not None:
             model.metadata.check_against(config.joints, role="compensator")
-            if model.metadata.future_steps != 1:
-                raise CompensatorError(f"{model.path}: the model reads {model.metadata.future_steps} command rows; "
-                                       "this compensator supplies the current command only (future_steps 1)")
         self._history_len = model.metadata.history if model is not None else 1
+        self.future_steps = model.metadata.future_steps if model is not None else 1
         bounds = config.delta_bounds if config.delta_bounds is not None else (
             model.metadata.delta_bounds if model is not None else (0.0,) * joints)
         self.delta_bounds = np.asarray(bounds, dtype=np.float64)
@@ -109,6 +117,12 @@ class Compensator:
         self.delta_slew_limit = None if slew is None else np.asarray(slew, dtype=np.float64)
         self.delta_smoothing_s = float(config.delta_smoothing_s if config.delta_smoothing_s is not None else (
             meta.delta_smoothing_s if meta is not None else 0.0))
+        gain = config.feedback_gain if config.feedback_gain is not None else (
+            meta.feedback_gain if meta is not None else None)
+        self.feedback_gain = np.zeros(joints) if gain is None else np.asarray(gain, dtype=np.float64)
+        self._integral = np.zeros(joints)  # the feedback's correction (rad)
+        self._previous_command: np.ndarray | None = None  # the policy command of the previous step
+        self._rows_in = np.zeros((self.future_steps, joints))  # scratch: the command rows fed to the model
         # Share of the previous Δ kept per step by the low-pass (steps come at the model's rate).
         self._keep = math.exp(-1.0 / (meta.rate_hz * self.delta_smoothing_s)) if meta is not None and self.delta_smoothing_s > 0 else 0.0
         # Ring buffer twice as long as the window, each row written at slot and slot + H, so the
@@ -159,8 +173,14 @@ class Compensator:
         return self._ring[start:start + self._history_len]
 
     # -- the step -------------------------------------------------------------------------------
-    def compensate(self, command: np.ndarray | list[float], now: float | None = None) -> StepResult:
-        """One control step: ``(command + Δ, Δ)`` with Δ bounded per joint; never NaN from the model."""
+    def compensate(self, command: np.ndarray | list[float], now: float | None = None,
+                   upcoming: np.ndarray | None = None) -> StepResult:
+        """One control step: ``(command + Δ, Δ)`` with Δ bounded per joint; never NaN from the model.
+
+        ``upcoming`` (K, J) rad: the policy's next commands at the model's rate (an action chunk, a
+        motion's future); a look-ahead model reads the first ``future_steps − 1`` of them, the last
+        one held where fewer are given (none: the current command held).
+        """
         start = time.perf_counter()
         command = self._vector(command, "command")
         if np.isnan(command).any():
@@ -169,9 +189,10 @@ class Compensator:
             self._push_row()
         compensated = fault = False
         if self.model is not None and self.enabled and self.warm:
-            raw = self.model.delta(self.history(), command[None, :])
+            raw = self.model.delta(self.history(), self._command_rows(command, upcoming))
             if np.isfinite(raw).all():
-                self._shape_delta(raw)
+                self._integrate(command, raw)
+                self._shape_delta(raw + self._integral)
                 compensated = True
             else:
                 fault = True
@@ -180,6 +201,8 @@ class Compensator:
                 _log.warning("%s; passing the command through", self._stats.last_fault)
         if not compensated:
             self._delta[:] = 0.0  # passthrough; compensation resumes from 0 under the slew limit
+            self._integral[:] = 0.0
+        self._previous_command = command
         np.add(command, self._delta, out=self._output)
         self._last_output = self._output.copy()
         latency = time.perf_counter() - start
@@ -187,6 +210,31 @@ class Compensator:
         self._stats.steps += 1
         self._stats.compensated_steps += compensated
         return StepResult(self._last_output, self._delta.copy(), compensated, fault, latency)
+
+    def _command_rows(self, command: np.ndarray, upcoming: np.ndarray | None) -> np.ndarray:
+        rows = self._rows_in
+        rows[:] = command
+        if upcoming is not None and self.future_steps > 1:
+            ahead = np.asarray(upcoming, dtype=np.float64).reshape(-1, len(command))[:self.future_steps - 1]
+            if not np.isfinite(ahead).all():
+                raise CompensatorError("upcoming commands contain NaN or inf")
+            if len(ahead):
+                rows[1:1 + len(ahead)] = ahead
+                rows[1 + len(ahead):] = ahead[-1]
+        return rows
+
+    def _integrate(self, command: np.ndarray, raw: np.ndarray) -> None:
+        """Integral feedback: the previous command is where the sim is now (it follows one step behind)."""
+        if self._previous_command is None or not self.feedback_gain.any():
+            return
+        error = self._previous_command - self._position
+        step = self.feedback_gain * error
+        # anti-windup: do not grow the correction past the bound, nor while the total is clipped
+        total = raw + self._integral
+        growing = np.sign(step) == np.sign(total)
+        saturated = np.abs(total) >= self.delta_bounds
+        step = np.where(growing & saturated, 0.0, step)
+        np.clip(self._integral + step, -self.delta_bounds, self.delta_bounds, out=self._integral)
 
     def _shape_delta(self, raw: np.ndarray) -> None:
         """Bound, low-pass and slew-limit the model's Δ into ``self._delta`` (holding the previous step's Δ)."""
@@ -220,8 +268,10 @@ class Compensator:
         """Forget the history (e.g. after the arm was re-enabled or the stream restarted)."""
         self._head = self._rows = 0
         self._last_output = None
+        self._previous_command = None
         self._position[:] = np.nan
         self._delta[:] = 0.0
+        self._integral[:] = 0.0
 
     # -- reporting ------------------------------------------------------------------------------
     def latency_percentiles(self) -> tuple[float, float]:
@@ -250,6 +300,9 @@ class Compensator:
             "delta_bounds": [round(float(b), 4) for b in self.delta_bounds],
             "delta_slew_limit": "none" if self.delta_slew_limit is None else [round(float(b), 5) for b in self.delta_slew_limit],
             "delta_smoothing_s": self.delta_smoothing_s,
+            "future_steps": self.future_steps,
+            "feedback_gain": [round(float(g), 4) for g in self.feedback_gain],
+            "feedback_correction": [round(float(i), 5) for i in self._integral],
             "last_delta": [round(float(d), 5) for d in self._delta],
         }
         if self.model is not None:

@@ -1,8 +1,8 @@
 """Excitation motions: the commands a compensator is trained on, unlike the motions it is judged on.
 
 Each joint follows its own smooth random path through waypoints drawn uniformly inside a fraction
-of its range, with random dwell times (so both slow, gravity-loaded holds and fast reversals that
-show lag and backlash appear), joined by minimum-jerk segments. Velocities stay below ``max_velocity``
+of its range, with random dwell times (so slow, gravity-loaded holds, joints held still while others
+move, and fast reversals that show lag and backlash all appear), joined by minimum-jerk segments. Velocities stay below ``max_velocity``
 so the safety filter passes the commands unchanged, and the motion starts and ends at the zero pose
 at rest. A seed fully determines a motion; different seeds give different motions.
 """
@@ -33,7 +33,9 @@ def _joint_path(rng: np.random.Generator, t: np.ndarray, lower: float, upper: fl
         move = max(float(rng.uniform(*segment_s)), shortest)
         times.append(times[-1] + move)
         points.append(target)
-        dwell = float(rng.choice([0.0, rng.uniform(0.1, 0.8)]))
+        # no pause, a short one, or a long hold: a joint held still while the others move is a case the
+        # compensator must learn to leave alone
+        dwell = float(rng.choice([0.0, rng.uniform(0.1, 0.8), rng.uniform(1.0, 4.0)]))
         if dwell > 0:
             times.append(times[-1] + dwell)
             points.append(target)

@@ -64,6 +64,7 @@ ModelKind = Literal["deeponet", "transformer", "mlp", "linear"]
 Role = Literal["compensator", "sim_delta"]
 FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
 PositiveFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+NonNegativeFloat = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 
 
 class ModelFileError(ValueError):
@@ -116,6 +117,10 @@ class GapModelMetadata(_Strict):
     # Largest change of Δ from one step to the next per joint (rad/step); None: no limit.
     delta_slew_limit: tuple[PositiveFloat, ...] | None = None
     delta_smoothing_s: float = Field(default=0.0, ge=0, allow_inf_nan=False)  # Δ low-pass time constant (s); 0 = none
+    # Integral feedback of the compensator core per joint (1/step): each step it adds this share of the
+    # tracking error (previous policy command − measured position) to a correction bounded like Δ.
+    # None: no feedback (the network's Δ alone).
+    feedback_gain: tuple[NonNegativeFloat, ...] | None = None
     provenance: dict[str, Any] = Field(default_factory=dict)  # datasets, profile, date, git rev, losses
     architecture: dict[str, Any] = Field(default_factory=dict)  # hyper-parameters, informational
 
@@ -137,7 +142,7 @@ class GapModelMetadata(_Strict):
     @model_validator(mode="after")
     def _per_joint_lengths(self) -> GapModelMetadata:
         joints = len(self.joints)
-        for name in ("delta_bounds", "delta_slew_limit"):
+        for name in ("delta_bounds", "delta_slew_limit", "feedback_gain"):
             values = getattr(self, name)
             if values is not None and len(values) != joints:
                 raise ValueError(f"{name}: expected a list of {joints} numbers, got {len(values)}")

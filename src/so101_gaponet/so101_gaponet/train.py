@@ -1,20 +1,23 @@
 """Supervised GapONet training from paired datasets: learn the inverse of the real arm's response.
 
-Objective (what the deployed compensator needs): at step ``t`` the policy commands ``c_t``, the
-position the sim would reach and hold; the compensator must pick the command ``u_t`` that makes the
-*real* arm follow it. From the real side of the data we learn that inverse over a horizon of ``K``
-steps (≈ the arm's lag): given the real history up to ``t`` (rows ``[q_i, q̇_i, u_{i−1}]``) and the
-trajectory the real arm actually followed next, summarised as its mean position over the horizon
-``y = mean(q_{t+1} … q_{t+K})``, predict the command that was sent (``u_t``). The network outputs
-``Δ = u_t − y``; at deploy time the target is the policy command held over the horizon
-(``y := c_t``) and the compensator sends ``c_t + Δ``.
+Objective (what the deployed compensator needs): at step ``t`` the policy commands ``c_t`` and, when
+it can, the next ones ``c_{t+1} … c_{t+F−1}``; the sim follows those commands one frame behind
+(MuJoCo's servo is stiff: ``s_{t+k+1} ≈ c_{t+k}``). The compensator must pick the command ``u_t`` that
+makes the *real* arm follow that trajectory. The real side of the data shows which command produced
+which trajectory, so we learn that inverse with look-ahead: given the real history up to ``t`` (rows
+``[q_i, q̇_i, u_{i−1}]``) and the trajectory the real arm actually followed next, ``q_{t+1} … q_{t+F}``
+as the ``F`` command rows, predict the command that was sent; the network outputs ``Δ = u_t − q_{t+1}``.
+At deploy time the command rows are the policy's commands ``c_t … c_{t+F−1}`` (the trajectory the sim
+will follow) and the compensator sends ``c_t + Δ``.
 
-Why a horizon and not the next step: the one-step inverse of a lagging servo is a gain of
-``1/α − 1`` (≈ 4.5 for τ = 100 ms at 50 Hz) on the position error, and the compensator feeds that
-back through the measured history: a high-gain loop that rings on any arm that is not exactly the
-training arm. Over ``K ≈ τ/dt`` steps the same inverse is a gain near 1. An L2 penalty pulls Δ
-toward 0 where the data do not ask for it, and the exported model carries tight Δ bounds, a Δ slew
-limit and optional Δ smoothing (applied by the compensator core).
+Why look-ahead: a lagging servo must be sent a command *before* the arm is to be somewhere; knowing the
+trajectory ``F`` steps ahead (≈ the arm's lag) turns the inverse into a feed-forward term with a gain
+near 1 rather than the high-gain one-step inverse that rang on every arm but its training one. What
+the feed-forward cannot see (friction and gravity offsets that depend on how the arm got where it is)
+is removed by the compensator core's integral feedback (``feedback_gain``, stored in the model file).
+Inputs reach the network relative to the measured position (:mod:`so101_gaponet.inputs`), so it
+generalises to poses and motions it was not trained on. Samples inside a servo fault span
+(:meth:`~so101_common.paired_dataset.PairedEpisode.fault_mask`) are left out: faults are not gaps.
 """
 
 from __future__ import annotations
@@ -35,9 +38,10 @@ from tqdm import tqdm
 from so101_common.paired_dataset import DatasetError, PairedDataset
 from so101_common.trajectory import causal_velocity
 from so101_gaponet.metadata import HISTORY_FEATURES, MODEL_KINDS, GapModelMetadata, ModelKind, Normalisation
+from so101_gaponet.inputs import RelativeStateInputs
 from so101_gaponet.models import ArchConfig, PerJointLinear, build_model
 
-__all__ = ["CompensatorSamples", "compensator_samples", "compensator_arch", "compensator_metadata", "delta_loss", "normalised_tensors", "normalisation_of", "FitResult", "TrainConfig", "TrainResult", "TrainingError", "build_samples", "fit_network", "train", "git_revision"]
+__all__ = ["CompensatorSamples", "compensator_samples", "compensator_arch", "compensator_module", "compensator_metadata", "delta_loss", "normalised_tensors", "normalisation_of", "FitResult", "TrainConfig", "TrainResult", "TrainingError", "build_samples", "fit_network", "train", "git_revision"]
 
 _log = logging.getLogger(__name__)
 
@@ -50,9 +54,10 @@ class TrainingError(ValueError):
 class TrainConfig:
     """Training settings."""
 
-    arch: str = "deeponet"  # one of MODEL_KINDS
+    arch: str = "mlp"  # one of MODEL_KINDS
     history: int = 4  # rows of history the model reads
-    horizon: int = 5  # steps over which the target trajectory is reached (≈ the arm's lag in steps)
+    horizon: int = 8  # command rows the model reads: the current command and horizon − 1 upcoming ones
+    feedback_gain: float = 0.05  # integral feedback of the core per step (see module doc); 0 = none
     epochs: int = 30  # passes over the training samples
     batch_size: int = 256
     learning_rate: float = 3e-3
@@ -60,9 +65,9 @@ class TrainConfig:
     seed: int = 0  # torch / numpy seed: same data + seed → same model
     validation_fraction: float = 0.1  # share of samples held out for the validation loss
     delta_bound: float | None = None  # |Δ| limit (rad) for every joint; None: from the data (see _bounds)
-    delta_slew: float | None = None  # Δ slew limit (rad/step) for every joint; None: a tenth of each Δ bound
+    delta_slew: float | None = None  # Δ slew limit (rad/step) for every joint; None: a third of each Δ bound
     delta_smoothing_s: float = 0.0  # time constant of the Δ low-pass stored in the model (s); 0 = none
-    delta_l2: float = 0.05  # weight of the L2 penalty on Δ (in units of the training Δ's std): Δ → 0 unless needed
+    delta_l2: float = 0.0  # weight of an L2 penalty on Δ (in units of the training Δ's std): Δ → 0 unless needed
     weight_decay: float = 1e-4  # AdamW weight decay on the network's parameters
     progress: bool = True  # tqdm progress bar
 
@@ -79,6 +84,8 @@ class TrainConfig:
             raise TrainingError("delta_slew must be > 0")
         if not (self.delta_smoothing_s >= 0 and self.delta_l2 >= 0 and self.weight_decay >= 0):
             raise TrainingError("delta_smoothing_s, delta_l2 and weight_decay must be ≥ 0")
+        if not 0 <= self.feedback_gain < 0.5:
+            raise TrainingError("feedback_gain must be in [0, 0.5) per step")
 
 
 @dataclass
@@ -102,11 +109,13 @@ class FitResult:
 
 
 def build_samples(dataset: PairedDataset, history: int, horizon: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(history (S, H, 3J), target (S, J), delta (S, J))`` from every episode, skipping NaN samples.
+    """``(history (S, H, 3J), trajectory (S, horizon, J), delta (S, J))`` from every episode.
 
-    The target is the model's one command row (``future_steps == 1``) for this objective.
+    For each step ``t``: the history rows up to ``t``, the real trajectory ``q_{t+1} … q_{t+horizon}``
+    that followed (the command rows of training) and ``Δ = u_t − q_{t+1}``. Samples with a NaN, or
+    whose rows touch a servo fault span, are skipped.
     """
-    histories, targets, deltas = [], [], []
+    histories, trajectories, deltas = [], [], []
     for episode in dataset.episodes:
         q = episode.real_position
         estimate = causal_velocity(q, episode.time)  # where the dataset has no measured velocity (NaN)
@@ -119,17 +128,17 @@ def build_samples(dataset: PairedDataset, history: int, horizon: int) -> tuple[n
             continue
         index = np.arange(history - 1, history - 1 + count)
         window = np.lib.stride_tricks.sliding_window_view(rows, history, axis=0)[:count].transpose(0, 2, 1)
-        # mean of q[t+1 … t+horizon] for each t in index (the trajectory the command produced)
-        ahead = np.lib.stride_tricks.sliding_window_view(q[history:], horizon, axis=0)[:count]
-        target = ahead.mean(axis=2)
-        delta = command[index] - target
-        keep = np.isfinite(window).all(axis=(1, 2)) & np.isfinite(target).all(axis=1) & np.isfinite(delta).all(axis=1)
+        ahead = np.lib.stride_tricks.sliding_window_view(q[history:], horizon, axis=0)[:count].transpose(0, 2, 1)
+        delta = command[index] - ahead[:, 0, :]
+        faulted = np.lib.stride_tricks.sliding_window_view(episode.fault_mask(), history + horizon)[:count].any(axis=1)
+        keep = (np.isfinite(window).all(axis=(1, 2)) & np.isfinite(ahead).all(axis=(1, 2))
+                & np.isfinite(delta).all(axis=1) & ~faulted)
         histories.append(window[keep])
-        targets.append(target[keep])
+        trajectories.append(ahead[keep])
         deltas.append(delta[keep])
     if not histories or sum(len(h) for h in histories) < 10:
         raise TrainingError(f"{dataset.path}: too few samples for history {history} and horizon {horizon}")
-    return np.concatenate(histories), np.concatenate(targets), np.concatenate(deltas)
+    return np.concatenate(histories), np.concatenate(trajectories), np.concatenate(deltas)
 
 
 def _stats(values: np.ndarray, axis: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
@@ -138,11 +147,13 @@ def _stats(values: np.ndarray, axis: tuple[int, ...]) -> tuple[np.ndarray, np.nd
     return mean, np.where(std > 1e-6, std, 1.0)  # constant features (an unmoved joint) stay unscaled
 
 
-MAX_DEFAULT_BOUND = 0.1  # rad: cap of data-derived Δ bounds; a compensator is a correction, not a controller
+# rad: cap of data-derived Δ bounds; a compensator is a correction, not a controller. A look-ahead
+# feed-forward leads a moving joint by its lag: 0.1 s at 1.5 rad/s is 0.15 rad.
+MAX_DEFAULT_BOUND = 0.3
 
 
 def _bounds(delta: np.ndarray, fixed: float | None) -> tuple[float, ...]:
-    """|Δ| limits: given, or 1.5 × the 99.9th percentile of the training Δ, within [0.005, 0.1] rad."""
+    """|Δ| limits: given, or 1.5 × the 99.9th percentile of the training Δ, within [0.005, 0.3] rad."""
     if fixed is not None:
         return (float(fixed),) * delta.shape[1]
     return tuple(float(b) for b in np.clip(1.5 * np.percentile(np.abs(delta), 99.9, axis=0), 0.005, MAX_DEFAULT_BOUND))
@@ -279,7 +290,7 @@ class CompensatorSamples:
     """The raw training samples of some paired datasets (what every compensator trainer starts from)."""
 
     history: np.ndarray  # (S, H, 3J) float32
-    commands: np.ndarray  # (S, 1, J) float32: the one command row of a compensator
+    commands: np.ndarray  # (S, horizon, J) float32: the command rows (in training, the real trajectory that followed)
     delta: np.ndarray  # (S, J) float32, rad
     joints: tuple[str, ...]
     rate_hz: float
@@ -293,7 +304,7 @@ def compensator_samples(dataset_paths: Sequence[str | Path], config: TrainConfig
     parts = [build_samples(d, config.history, config.horizon) for d in datasets]
     return CompensatorSamples(
         history=np.concatenate([p[0] for p in parts]).astype(np.float32),
-        commands=np.concatenate([p[1] for p in parts]).astype(np.float32)[:, None, :],
+        commands=np.concatenate([p[1] for p in parts]).astype(np.float32),
         delta=np.concatenate([p[2] for p in parts]).astype(np.float32),
         joints=tuple(datasets[0].joint_names), rate_hz=float(datasets[0].rate_hz),
         datasets=[Path(p).name for p in dataset_paths],
@@ -301,8 +312,16 @@ def compensator_samples(dataset_paths: Sequence[str | Path], config: TrainConfig
 
 
 def compensator_arch(samples: CompensatorSamples, config: TrainConfig) -> ArchConfig:
+    """The inner network's shape: the input stage adds one command row (the gravity pose)."""
     return ArchConfig(kind=config.arch, joints=len(samples.joints), history=config.history,
-                      features=len(HISTORY_FEATURES), hidden=config.hidden)
+                      features=len(HISTORY_FEATURES), future_steps=config.horizon + 1, hidden=config.hidden)
+
+
+def compensator_module(samples: CompensatorSamples, config: TrainConfig, normalisation: Normalisation) -> torch.nn.Module:
+    """The network to fit: :class:`~so101_gaponet.inputs.RelativeStateInputs` around ``config.arch``."""
+    # relative inputs are scaled by the spread of Δ per joint (what the network must produce)
+    scale = np.maximum(samples.delta.std(axis=0), 1e-3)
+    return RelativeStateInputs(build_model(compensator_arch(samples, config)), normalisation, samples.joints, scale)
 
 
 def compensator_metadata(samples: CompensatorSamples, config: TrainConfig, normalisation: Normalisation,
@@ -311,16 +330,18 @@ def compensator_metadata(samples: CompensatorSamples, config: TrainConfig, norma
     bounds = _bounds(samples.delta, config.delta_bound)
     return GapModelMetadata(
         role="compensator", model_kind=cast(ModelKind, config.arch),  # checked in TrainConfig
-        joints=samples.joints, history=config.history, future_steps=1,
+        joints=samples.joints, history=config.history, future_steps=config.horizon,
         rate_hz=samples.rate_hz, horizon=config.horizon, history_features=HISTORY_FEATURES,
         normalisation=normalisation, delta_bounds=bounds,
-        delta_slew_limit=tuple(config.delta_slew if config.delta_slew is not None else b / 10 for b in bounds),
+        delta_slew_limit=tuple(config.delta_slew if config.delta_slew is not None else b / 3 for b in bounds),
         delta_smoothing_s=config.delta_smoothing_s,
+        feedback_gain=(config.feedback_gain,) * len(samples.joints) if config.feedback_gain > 0 else None,
         provenance={
             "datasets": samples.datasets, "profile": ",".join(samples.profiles),
             "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"), "git_rev": git_revision(),
             "samples": len(samples.history), "epochs": config.epochs, "seed": config.seed,
-            "objective": "inverse real response over the horizon: delta = command_t - mean(real_position_{t+1..t+horizon})",
+            "objective": "look-ahead inverse of the real response: rows real_position_{t+1..t+horizon}, "
+                         "delta = command_t - real_position_{t+1}",
             "delta_l2": config.delta_l2, "weight_decay": config.weight_decay, **losses, **(extra or {}),
         },
         architecture=compensator_arch(samples, config).record(),
@@ -328,9 +349,12 @@ def compensator_metadata(samples: CompensatorSamples, config: TrainConfig, norma
 
 
 def train(dataset_paths: Sequence[str | Path], config: TrainConfig) -> TrainResult:
-    """Train a compensator (role ``compensator``, one command row) on paired datasets."""
+    """Train a compensator (role ``compensator``, ``horizon`` command rows) on paired datasets."""
     samples = compensator_samples(dataset_paths, config)
+    normalisation = normalisation_of(samples.history, samples.commands, samples.delta)
+    torch.manual_seed(config.seed)  # the network's initial weights (the fleet's Ray Train loop seeds alike)
     fitted = fit_network(compensator_arch(samples, config), samples.history, samples.commands, samples.delta,
+                         normalisation=normalisation, module=compensator_module(samples, config, normalisation),
                          epochs=config.epochs, batch_size=config.batch_size,
                          learning_rate=config.learning_rate, weight_decay=config.weight_decay, delta_l2=config.delta_l2,
                          seed=config.seed, validation_fraction=config.validation_fraction, progress=config.progress)

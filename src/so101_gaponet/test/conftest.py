@@ -17,7 +17,8 @@ from so101_gaponet.train import TrainConfig, TrainResult, train
 
 
 class ErrorFeedbackModel(GapModel):
-    """A model with a known law: Δ = gain · (target − latest measured position), identity normalisation."""
+    """A model with a known law: Δ = gain · (target − latest measured position), identity normalisation,
+    no integral feedback (the law alone)."""
 
     format_name = "test"
 
@@ -25,7 +26,7 @@ class ErrorFeedbackModel(GapModel):
         columns, joints = template.history_columns, template.num_joints
         norm = Normalisation(history_mean=(0.0,) * columns, history_std=(1.0,) * columns, command_mean=(0.0,) * joints,
                              command_std=(1.0,) * joints, delta_mean=(0.0,) * joints, delta_std=(1.0,) * joints)
-        super().__init__(Path("feedback"), template.model_copy(update={"normalisation": norm}))
+        super().__init__(Path("feedback"), template.model_copy(update={"normalisation": norm, "feedback_gain": None}))
         self.gain, self.sign_flip, self.calls = gain, sign_flip, 0
 
     def run_normalised(self, history: np.ndarray, commands: np.ndarray) -> np.ndarray:

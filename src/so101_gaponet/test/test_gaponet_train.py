@@ -26,15 +26,30 @@ ALPHA = 1 - math.exp(-0.02 / PROFILES["lag"].lag_s)
 
 
 def test_samples_follow_the_documented_objective(lag_dataset: Path) -> None:
-    history, target, delta = build_samples(PairedDataset.load(lag_dataset), history=2, horizon=1)
+    history, rows, delta = build_samples(PairedDataset.load(lag_dataset), history=2, horizon=1)
     q_now = history[:, -1, :6]
-    np.testing.assert_allclose(delta, (target - q_now) * (1 / ALPHA - 1), atol=1e-9)
-    # Horizon K: the target is the mean real position over the next K steps, Δ = command − that mean.
+    # first-order lag q' = q + α(u − q): the command that produced q_{t+1} is q_t + (q_{t+1} − q_t)/α
+    np.testing.assert_allclose(delta, (rows[:, 0] - q_now) * (1 / ALPHA - 1), atol=1e-9)
+    # Horizon K: the command rows are the real trajectory q_{t+1} … q_{t+K}, Δ = command_t − q_{t+1}.
     episode = PairedDataset.load(lag_dataset).episodes[0]
-    history, target, delta = build_samples(PairedDataset.load(lag_dataset), history=2, horizon=5)
+    history, rows, delta = build_samples(PairedDataset.load(lag_dataset), history=2, horizon=5)
     q, command = episode.real_position, episode.command
-    np.testing.assert_allclose(target[0], q[2:7].mean(axis=0), atol=1e-12)  # t = 1 (second row of history)
-    np.testing.assert_allclose(delta[0], command[1] - q[2:7].mean(axis=0), atol=1e-12)
+    assert rows.shape[1:] == (5, 6)
+    np.testing.assert_allclose(rows[0], q[2:7], atol=1e-12)  # t = 1 (second row of history)
+    np.testing.assert_allclose(delta[0], command[1] - q[2], atol=1e-12)
+
+
+def test_samples_touching_a_fault_span_are_left_out(lag_dataset: Path) -> None:
+    dataset = PairedDataset.load(lag_dataset)
+    clean_history, _, _ = build_samples(dataset, history=2, horizon=5)
+    episode = dataset.episodes[0]
+    start, end = float(episode.time[100]), float(episode.time[149])  # 50 faulted samples
+    episode.metadata["faults"] = [{"joint": "elbow_flex", "fault": "overload", "start": start, "end": end}]
+    history, rows, _ = build_samples(dataset, history=2, horizon=5)
+    # every window (2 history rows + 5 rows ahead) that overlaps samples 100..149 goes: 50 + 2 + 5 − 1
+    assert len(clean_history) - len(history) == 56
+    faulted = episode.real_position[100:150]
+    assert not any(np.any(np.all(np.isclose(h[:, :6][:, None, :], faulted[None]), axis=2)) for h in history[:400])
 
 
 def test_cli_trains_a_model_that_learns_the_known_inverse(lag_dataset: Path, tmp_path: Path, capsys) -> None:
@@ -49,8 +64,8 @@ def test_cli_trains_a_model_that_learns_the_known_inverse(lag_dataset: Path, tmp
 
     # Fresh episodes of the same arm: the learned Δ matches the closed-form inverse and leads the motion.
     fresh = PairedDataset.load(make_dataset(tmp_path / "fresh", profile="lag", episodes=1, seconds=8.0, seed=99))
-    history, target, known = build_samples(fresh, history=2, horizon=1)
-    learned = np.array([model.delta(h, y[None]) for h, y in zip(history, target, strict=True)])
+    history, rows, known = build_samples(fresh, history=2, horizon=1)
+    learned = np.array([model.delta(h, y) for h, y in zip(history, rows, strict=True)])
     r2 = 1 - np.sum((learned - known) ** 2) / np.sum((known - known.mean(axis=0)) ** 2)
     assert r2 > 0.9, r2
     moving = np.abs(known) > 0.02

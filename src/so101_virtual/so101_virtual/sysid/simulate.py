@@ -22,7 +22,7 @@ from so101_virtual.profiles import GapProfile, load_profile
 from so101_virtual.servo_memory import ServoMemory
 from so101_virtual.sysid.recording import Recording
 
-__all__ = ["simulate", "lerobot_servos"]
+__all__ = ["ArmPlant", "simulate", "lerobot_servos"]
 
 _ZERO = 2048  # encoder reading at joint angle 0 (JointMechanics() default, Homing_Offset 0)
 
@@ -45,23 +45,52 @@ def _raw(angle: float) -> int:
 
 def simulate(profile: GapProfile | str, recording: Recording) -> np.ndarray:
     """The virtual arm's reported positions (N, J) rad for ``recording``'s commands (see module doc)."""
-    profile = load_profile(profile)
-    servos = lerobot_servos()
-    # One I/O batch per frame: goals change only when a command is written, between step calls.
-    physics = ArmPhysics(profile, servos, [JointMechanics() for _ in JOINTS],
-                         initial_positions=recording.state[0], io_period=1.0)
-    for memory in servos:
-        memory.set(Register.Goal_Position, memory.get(Register.Present_Position))
-        memory.set(Register.Torque_Enable, 1)
+    plant = ArmPlant(profile, recording.state[0])
     out = np.empty_like(recording.state)
-    tick = physics.tick
-    done = 0
     for k, (when, command) in enumerate(zip(recording.time, recording.command, strict=True)):
-        due = int(round(when / tick))
-        if due > done:
-            physics.step_ticks(due - done)
-            done = due
-        for j, memory in enumerate(servos):
-            out[k, j] = (memory.get(Register.Present_Position) - _ZERO) / STEPS_PER_RAD
-            memory.set(Register.Goal_Position, _raw(command[j]))
+        out[k] = plant.exchange(when, command)
     return out
+
+
+class ArmPlant:
+    """The virtual arm as a plant stepped by its controller, in simulated time.
+
+    :meth:`exchange` is one frame of the host loop: advance the physics to ``when`` (s from the
+    start), read every servo's ``Present_Position`` (rad), then write the new goal — the order of a
+    LeRobot loop that reads the state right after sending the previous command. ``simulate`` is this
+    loop over a recording; closed-loop evaluations call it with a controller in between.
+    """
+
+    def __init__(self, profile: GapProfile | str, initial_positions: np.ndarray) -> None:
+        self.profile = load_profile(profile)
+        self._servos = lerobot_servos()
+        # One I/O batch per frame: goals change only when a command is written, between step calls.
+        self._physics = ArmPhysics(self.profile, self._servos, [JointMechanics() for _ in JOINTS],
+                                   initial_positions=np.asarray(initial_positions, dtype=np.float64), io_period=1.0)
+        for memory in self._servos:
+            memory.set(Register.Goal_Position, memory.get(Register.Present_Position))
+            memory.set(Register.Torque_Enable, 1)
+        self._done = 0
+
+    def exchange(self, when: float, command: np.ndarray) -> np.ndarray:
+        """Positions (J,) rad reported at ``when``, then ``command`` (J,) rad becomes the goal."""
+        reported = self.read(when)
+        self.send(command)
+        return reported
+
+    def read(self, when: float) -> np.ndarray:
+        """Advance the physics to ``when`` (s) and return the positions (J,) rad the servos report."""
+        due = int(round(when / self._physics.tick))
+        if due > self._done:
+            self._physics.step_ticks(due - self._done)
+            self._done = due
+        return np.array([(memory.get(Register.Present_Position) - _ZERO) / STEPS_PER_RAD for memory in self._servos])
+
+    def send(self, command: np.ndarray) -> None:
+        """Write ``command`` (J,) rad as every servo's goal (clipped to the encoder's range)."""
+        for memory, goal in zip(self._servos, command, strict=True):
+            memory.set(Register.Goal_Position, _raw(goal))
+
+    def true_positions(self) -> np.ndarray:
+        """Joint angles (J,) rad of the mechanism itself (no encoder quantisation or noise)."""
+        return self._physics.true_positions()

@@ -37,8 +37,8 @@ from tqdm import tqdm
 
 from so101_common.paired_dataset import DatasetError, PairedDataset
 from so101_common.trajectory import causal_velocity
-from so101_gaponet.metadata import HISTORY_FEATURES, MODEL_KINDS, GapModelMetadata, ModelKind, Normalisation
 from so101_gaponet.inputs import RelativeStateInputs
+from so101_gaponet.metadata import HISTORY_FEATURES, MODEL_KINDS, GapModelMetadata, ModelKind, Normalisation
 from so101_gaponet.models import ArchConfig, PerJointLinear, build_model
 
 __all__ = ["CompensatorSamples", "compensator_samples", "compensator_arch", "compensator_module", "compensator_metadata", "delta_loss", "normalised_tensors", "normalisation_of", "FitResult", "TrainConfig", "TrainResult", "TrainingError", "build_samples", "fit_network", "train", "git_revision"]

@@ -1,0 +1,99 @@
+"""Compensator core with a look-ahead model: the upcoming command rows and the integral feedback."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from so101_common.joints import JOINT_NAMES
+from so101_gaponet.compensator import Compensator, CompensatorConfig, CompensatorError
+from so101_gaponet.metadata import GapModelMetadata, Normalisation
+from so101_gaponet.runtime import GapModel
+
+
+class RecordingModel(GapModel):
+    """Δ = 0 always (identity normalisation); keeps every command-rows input it was given."""
+
+    format_name = "test"
+
+    def __init__(self, template: GapModelMetadata, future_steps: int, feedback_gain: float | None) -> None:
+        columns, joints = template.history_columns, template.num_joints
+        norm = Normalisation(history_mean=(0.0,) * columns, history_std=(1.0,) * columns, command_mean=(0.0,) * joints,
+                             command_std=(1.0,) * joints, delta_mean=(0.0,) * joints, delta_std=(1.0,) * joints)
+        gains = None if feedback_gain is None else (feedback_gain,) * joints
+        super().__init__(Path("recording"), template.model_copy(update={
+            "normalisation": norm, "future_steps": future_steps, "feedback_gain": gains,
+            "delta_bounds": (0.05,) * joints, "delta_slew_limit": None, "delta_smoothing_s": 0.0}))
+        self.rows: list[np.ndarray] = []
+
+    def run_normalised(self, history: np.ndarray, commands: np.ndarray) -> np.ndarray:
+        self.rows.append(commands[0].copy())
+        return np.zeros((1, self.metadata.num_joints), dtype=np.float32)
+
+
+def _step(comp: Compensator, k: int, measured: np.ndarray, command: np.ndarray, upcoming: np.ndarray | None = None):
+    comp.update_measured(measured, np.zeros(6), stamp=k * 0.02)
+    return comp.compensate(command, now=k * 0.02, upcoming=upcoming)
+
+
+def _warm(comp: Compensator, model: RecordingModel, command: np.ndarray) -> int:
+    k = 0
+    while not comp.warm:
+        _step(comp, k, command, command)
+        k += 1
+    model.rows.clear()
+    return k
+
+
+@pytest.mark.parametrize("given, expected_rows", [
+    (3, [0.0, 1.0, 2.0, 3.0]),  # current, then the first three upcoming
+    (1, [0.0, 1.0, 1.0, 1.0]),  # fewer than needed: the last one held
+    (0, [0.0, 0.0, 0.0, 0.0]),  # none (a policy without chunks): the current command held
+])
+def test_upcoming_commands_become_the_model_rows(tiny, given: int, expected_rows: list[float]) -> None:
+    model = RecordingModel(tiny[0].metadata, future_steps=4, feedback_gain=None)
+    comp = Compensator(CompensatorConfig(joints=JOINT_NAMES), model)
+    k = _warm(comp, model, np.zeros(6))
+    upcoming = np.arange(1.0, 6.0)[:given, None] * np.ones((given, 6)) if given else None
+    _step(comp, k, np.zeros(6), np.zeros(6), upcoming)
+    np.testing.assert_array_equal(model.rows[-1][:, 0], expected_rows)
+
+
+def test_non_finite_upcoming_commands_are_refused(tiny) -> None:
+    model = RecordingModel(tiny[0].metadata, future_steps=3, feedback_gain=None)
+    comp = Compensator(CompensatorConfig(joints=JOINT_NAMES), model)
+    k = _warm(comp, model, np.zeros(6))
+    with pytest.raises(CompensatorError, match="upcoming"):
+        _step(comp, k, np.zeros(6), np.zeros(6), np.full((2, 6), np.nan))
+
+
+def test_integral_feedback_integrates_the_tracking_error_up_to_the_bound(tiny) -> None:
+    gain = 0.1
+    model = RecordingModel(tiny[0].metadata, future_steps=1, feedback_gain=gain)
+    comp = Compensator(CompensatorConfig(joints=JOINT_NAMES), model)
+    k = _warm(comp, model, np.zeros(6))
+    command = np.full(6, 0.1)  # the arm stays at 0: an error of 0.1 rad once the command is the previous one
+    deltas = [_step(comp, k + i, np.zeros(6), command).delta[0] for i in range(12)]
+    # the first step's previous command was 0 (no error); then 0.01 rad per step until the 0.05 bound
+    np.testing.assert_allclose(deltas, [0.0, 0.01, 0.02, 0.03, 0.04, 0.05, 0.05, 0.05, 0.05, 0.05, 0.05, 0.05],
+                               atol=1e-12)
+    # the error reverses: the correction unwinds at once (no wind-up beyond the bound)
+    back = [_step(comp, k + 12 + i, np.full(6, 0.2), command).delta[0] for i in range(3)]
+    np.testing.assert_allclose(back, [0.04, 0.03, 0.02], atol=1e-12)
+
+
+def test_disabling_clears_the_integral_and_the_configuration_overrides_the_file(tiny) -> None:
+    model = RecordingModel(tiny[0].metadata, future_steps=1, feedback_gain=0.1)
+    comp = Compensator(CompensatorConfig(joints=JOINT_NAMES), model)
+    k = _warm(comp, model, np.zeros(6))
+    for i in range(4):
+        _step(comp, k + i, np.zeros(6), np.full(6, 0.1))
+    comp.enabled = False
+    assert not _step(comp, k + 4, np.zeros(6), np.full(6, 0.1)).compensated
+    comp.enabled = True
+    assert _step(comp, k + 5, np.zeros(6), np.full(6, 0.1)).delta[0] == pytest.approx(0.01)  # from 0 again
+    off = Compensator(CompensatorConfig(joints=JOINT_NAMES, feedback_gain=(0.0,) * 6), model)
+    k = _warm(off, model, np.zeros(6))
+    assert all(_step(off, k + i, np.zeros(6), np.full(6, 0.1)).delta[0] == 0.0 for i in range(5))

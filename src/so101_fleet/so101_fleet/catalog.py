@@ -102,7 +102,12 @@ def _find_remote(url: str) -> Iterator[BagLocation]:
         import fsspec
     except ImportError as err:
         raise CatalogError(f"{url}: reading URLs needs fsspec (pip install fsspec and its backend)") from err
-    fs, root = fsspec.core.url_to_fs(url)
+    try:
+        fs, root = fsspec.core.url_to_fs(url)
+    except ValueError as err:  # "Protocol not known: foo"
+        raise CatalogError(f"bag root {url}: {err} (fsspec.available_protocols() lists the known ones)") from err
+    except ImportError as err:  # a known protocol whose backend is not installed ("Install s3fs to access S3")
+        raise CatalogError(f"bag root {url}: {err}") from err
     if not fs.isdir(root):
         raise CatalogError(f"bag root {url} is not a folder")
     protocol = url.split("://", 1)[0]

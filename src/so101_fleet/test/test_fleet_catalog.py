@@ -93,6 +93,13 @@ def test_missing_root_and_foreign_parquet_are_one_line_errors(tmp_path: Path) ->
         read_catalog(other)
 
 
+def test_unknown_url_protocol_is_one_catalog_error_line() -> None:
+    pytest.importorskip("fsspec")
+    with pytest.raises(CatalogError, match=r"^bag root nosuchproto://bags: Protocol not known: nosuchproto") as err:
+        build_catalog(["nosuchproto://bags"])
+    assert "\n" not in str(err.value)
+
+
 def test_summary_figures_match_the_record_walk_and_rosbags_levels(tmp_path: Path) -> None:
     from rosbags.typesys import Stores, get_typestore
 

@@ -121,7 +121,7 @@ def test_summary_figures_match_the_record_walk_and_rosbags_levels(tmp_path: Path
     assert summary.state_times.tolist() == walked.state_times.tolist() and len(summary.state_times) == len(times)
     assert summary.diagnostics == walked.diagnostics and len(summary.diagnostics) == 1
     decoded = get_typestore(Stores.ROS2_JAZZY).deserialize_cdr(summary.diagnostics[0], DIAGNOSTIC_ARRAY)
-    assert diagnostic_levels(summary.diagnostics[0]) == [int(s.level) for s in decoded.status]
+    assert diagnostic_levels(summary.diagnostics[0]) == [int(s.level) for s in getattr(decoded, "status")]  # noqa: B009
     assert sorted(diagnostic_levels(summary.diagnostics[0])) == [0, 0, 0, 0, 1, 2]
     with pytest.raises(ValueError, match="ends early|runs past"):
         diagnostic_levels(summary.diagnostics[0][:40])

@@ -1,7 +1,7 @@
 """A two-node Ray cluster started the way a user starts one: ``ray start --head`` and a second
 ``ray start --address`` on this machine, then ``so101 fleet process --ray-address``.
 
-Everything lives in a temporary folder (Ray's temp dir, and HOME, where Ray keeps its auth token).
+Everything lives in a temporary folder (Ray's temp dir, and HOME); the cluster has its own auth token.
 The nodes use 127.0.0.2 and 127.0.0.3 (loopback addresses): Ray 2.60's ``ray start`` cannot join a
 second node at 127.0.0.1 (with ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0`` it refuses to, otherwise it
 rewrites 127.0.0.1 to the machine's network address), and at any other address its servers listen
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -78,8 +79,10 @@ def ray_start_cluster() -> Iterator[tuple[str, dict[str, str], list[subprocess.P
 def _cluster(tmp_path: Path) -> Iterator[tuple[str, dict[str, str], list[subprocess.Popen[bytes]]]]:
     home = tmp_path / "home"
     home.mkdir()
-    env = dict(os.environ) | {"HOME": str(home), "RAY_USAGE_STATS_ENABLED": "0",
-                              "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "1", "RAY_worker_niceness": "0"}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}  # nothing from earlier sessions
+    # token authentication on, with this cluster's own token: its servers listen beyond loopback
+    env |= {"HOME": str(home), "RAY_USAGE_STATS_ENABLED": "0", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "1",
+            "RAY_worker_niceness": "0", "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32)}
     port = _free_port(HEAD_IP)
     address = f"{HEAD_IP}:{port}"
     common = ["--block", "--num-cpus", "1", "--object-store-memory", str(100 * 1024**2), "--disable-usage-stats"]

@@ -2,15 +2,16 @@
 
 ``build_catalog(roots)`` finds bag folders under each root (recursively; a local path, or any
 fsspec URL when fsspec is installed) and reads, per bag, only what describes it: the episode
-metadata (``episode.yaml``, else the ``so101.episode`` custom data of ``metadata.yaml``), and the
-MCAP's record structure through :func:`so101_recorder.mcap_scan.scan_mcap`, which locates messages
-from the message indexes without decoding them. From that come the topics, the message counts,
-the stream gaps (log-time steps of the state topic above :data:`GAP_FACTOR` × its median period)
-and truncation (no footer, no ``metadata.yaml`` index, or an episode that did not end
-``complete``). The only payloads read are the ``/diagnostics`` arrays (a message a second), for
-the fault levels the arm reported. A bag that cannot be read still gets a row, with the reason in
-``problems``; an episode met twice (the same robot, name and start time under another path) gets
-``duplicate_of``.
+metadata (``episode.yaml``, else the ``so101.episode`` custom data of ``metadata.yaml``), and of each
+MCAP file its summary section (:mod:`so101_fleet.bag_figures`: statistics, channels, the state
+topic's message index entries), or, for a file without one (recorder killed), its record structure
+through :func:`so101_recorder.mcap_scan.scan_mcap`. Neither decodes a message. From that come the
+topics, the message counts, the stream gaps (log-time steps of the state topic above
+:data:`GAP_FACTOR` × its median period) and truncation (no footer, no ``metadata.yaml`` index, or an
+episode that did not end ``complete``). The only payload bytes read are the status levels of the
+``/diagnostics`` arrays (a message a second), for the faults the arm reported. A bag that cannot be
+read still gets a row, with the reason in ``problems``; an episode met twice (the same robot, name
+and start time under another path) gets ``duplicate_of``.
 
 Columns: :data:`CATALOG_SCHEMA`. Remote (fsspec) bags are copied one at a time into a temporary
 file for the scan, so memory stays at one bag.
@@ -29,16 +30,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import yaml
-from rosbags.typesys import Stores, get_typestore
 
-from so101_fleet.recorder_adapter import (
-    CUSTOM_DATA_KEY,
-    EPISODE_FILE,
-    BagReadError,
-    McapScan,
-    SafeLoader,
-    scan_mcap,
-)
+from so101_fleet.bag_figures import BagFigures, diagnostic_levels, read_bag_figures
+from so101_fleet.recorder_adapter import CUSTOM_DATA_KEY, EPISODE_FILE, BagReadError, SafeLoader
 
 __all__ = ["CATALOG_SCHEMA", "GAP_FACTOR", "STATE_TOPIC", "DIAGNOSTICS_TOPIC", "BagLocation", "find_bags",
            "index_bag", "build_catalog", "write_catalog", "read_catalog", "CatalogError"]
@@ -47,8 +41,6 @@ STATE_TOPIC = "/joint_states"
 DIAGNOSTICS_TOPIC = "/diagnostics"
 GAP_FACTOR = 3.0  # a step of the state stream above GAP_FACTOR × its median period is a gap
 _MIN_GAP_S = 0.05
-_DIAGNOSTIC_ARRAY = "diagnostic_msgs/msg/DiagnosticArray"
-_TYPESTORE = get_typestore(Stores.ROS2_JAZZY)
 
 CATALOG_SCHEMA = pa.schema([
     pa.field("episode_id", pa.string(), nullable=False),  # <robot_id>/<episode name>: the pipeline's key
@@ -110,7 +102,12 @@ def _find_remote(url: str) -> Iterator[BagLocation]:
         import fsspec
     except ImportError as err:
         raise CatalogError(f"{url}: reading URLs needs fsspec (pip install fsspec and its backend)") from err
-    fs, root = fsspec.core.url_to_fs(url)
+    try:
+        fs, root = fsspec.core.url_to_fs(url)
+    except ValueError as err:  # "Protocol not known: foo"
+        raise CatalogError(f"bag root {url}: {err} (fsspec.available_protocols() lists the known ones)") from err
+    except ImportError as err:  # a known protocol whose backend is not installed ("Install s3fs to access S3")
+        raise CatalogError(f"bag root {url}: {err}") from err
     if not fs.isdir(root):
         raise CatalogError(f"bag root {url} is not a folder")
     protocol = url.split("://", 1)[0]
@@ -166,20 +163,20 @@ def _index_local(folder: Path, shown: str) -> dict[str, Any]:
     row["gap_profile"] = profile.get("path") if isinstance(profile, dict) else None
     row["gap_profile_sha256"] = profile.get("sha256") if isinstance(profile, dict) else None
     row["episode_id"] = f"{row['robot_id'] or 'unknown'}/{row['name']}"
-    scans = []
+    files = []
     for mcap in mcaps:
         try:
-            scans.append(scan_mcap(mcap))
+            files.append(read_bag_figures(mcap, STATE_TOPIC, DIAGNOSTICS_TOPIC))
         except BagReadError as err:
             problems.append(str(err))
-    truncated = not scans or any(s.truncated for s in scans) or not indexed
+    truncated = not files or any(f.truncated for f in files) or not indexed
     if row["status"] not in (None, "complete"):
         truncated = True
         problems.append(f"episode status {row['status']}" + (f": {episode['error']}" if episode.get("error") else ""))
-    for scan in scans:
-        problems.extend(f"{scan.path.name}: {p}" for p in scan.problems)
+    for figures in files:
+        problems.extend(figures.problems)
     row["truncated"] = truncated
-    _stream_figures(scans, row, problems)
+    _stream_figures(files, row, problems)
     row["problems"] = problems
     return row
 
@@ -212,49 +209,36 @@ def _episode_metadata(folder: Path, problems: list[str]) -> tuple[dict[str, Any]
     return episode, indexed
 
 
-def _stream_figures(scans: list[McapScan], row: dict[str, Any], problems: list[str]) -> None:
+def _stream_figures(files: list[BagFigures], row: dict[str, Any], problems: list[str]) -> None:
     topics: dict[str, str] = {}
     counts: dict[str, int] = {}
-    first, last = None, None
-    state_times = []
-    for scan in scans:
-        for topic, msgtype in scan.topics().items():
+    for figures in files:
+        for topic, msgtype in figures.topics.items():
             topics.setdefault(topic, msgtype)
-            messages = scan.topic_messages(topic)
-            counts[topic] = counts.get(topic, 0) + len(messages)
-            if len(messages):
-                lo, hi = int(messages.log_time.min()), int(messages.log_time.max())
-                first, last = (lo if first is None else min(first, lo)), (hi if last is None else max(last, hi))
-            if topic == STATE_TOPIC:
-                state_times.append(messages.log_time)
-            if topic == DIAGNOSTICS_TOPIC and msgtype == _DIAGNOSTIC_ARRAY:
-                _count_levels(scan, messages, row, problems)
+            counts[topic] = counts.get(topic, 0) + figures.counts.get(topic, 0)
+        for payload in figures.diagnostics:
+            try:
+                levels = diagnostic_levels(payload)
+            except ValueError as err:  # a malformed payload is one problem of this bag, not a crash of the index
+                problems.append(f"{DIAGNOSTICS_TOPIC}: unreadable message: {err}")
+                continue
+            row["faults"] += sum(level >= 2 for level in levels)
+            row["warnings"] += sum(level == 1 for level in levels)
+    firsts = [f.first_ns for f in files if f.first_ns is not None]
+    lasts = [f.last_ns for f in files if f.last_ns is not None]
     row["topics"] = topics
     row["message_counts"] = counts
     row["messages"] = sum(counts.values())
-    if row["start_time"] is None and first is not None:
-        row["start_time"] = first
-    row["duration_s"] = (last - first) / 1e9 if first is not None and last is not None else None
-    times = np.sort(np.concatenate(state_times)) if state_times else np.zeros(0, np.int64)
+    if row["start_time"] is None and firsts:
+        row["start_time"] = min(firsts)
+    row["duration_s"] = (max(lasts) - min(firsts)) / 1e9 if firsts and lasts else None
+    times = np.sort(np.concatenate([f.state_times for f in files])) if files else np.zeros(0, np.int64)
     row["max_gap_s"] = None
     if len(times) >= 3:
         steps = np.diff(times) / 1e9
         threshold = max(GAP_FACTOR * float(np.median(steps)), _MIN_GAP_S)
         row["stream_gaps"] = int(np.count_nonzero(steps > threshold))
         row["max_gap_s"] = float(steps.max())
-
-
-def _count_levels(scan: McapScan, messages: Any, row: dict[str, Any], problems: list[str]) -> None:
-    for start, length in zip(messages.starts.tolist(), messages.lengths.tolist(), strict=True):
-        try:
-            array = _TYPESTORE.deserialize_cdr(scan.data(start, length), _DIAGNOSTIC_ARRAY)
-        except Exception as err:  # any malformed payload is one problem of this bag, not a crash of the index
-            problems.append(f"{DIAGNOSTICS_TOPIC}: unreadable message: {err}")
-            continue
-        for status in getattr(array, "status", ()):
-            level = int(status.level)
-            row["faults"] += level >= 2
-            row["warnings"] += level == 1
 
 
 def write_catalog(table: pa.Table, out: str | os.PathLike[str]) -> Path:

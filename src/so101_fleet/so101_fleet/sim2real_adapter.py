@@ -6,6 +6,7 @@ modules move (replay/pairing/analysis). Nothing else in this package imports ``s
 
 from __future__ import annotations
 
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,7 @@ from so101_sim2real.analysis.report import ReportError, summarize
 from so101_sim2real.pairing.align import AlignConfig, AlignmentError
 from so101_sim2real.pairing.pair import PairError, Run, mujoco_replayer, pair_runs
 from so101_sim2real.replay.core import joint_state_cdr
-from so101_sim2real.replay.mujoco_backend import MujocoSimError
+from so101_sim2real.replay.mujoco_backend import MujocoSim, MujocoSimError
 
 __all__ = ["PIPELINE_ERRORS", "PairedDataset", "joint_state_cdr", "pair_with_mujoco", "gap_summary"]
 
@@ -30,7 +31,15 @@ def pair_with_mujoco(name: str, state: JointTrajectory, command: JointTrajectory
     """Replay ``command`` in the built-in MuJoCo from the real initial state and pair it with ``state``:
     a one-episode paired dataset (``so101 pair --sim mujoco`` on one bag)."""
     run = Run(name, state, command, None, metadata)
-    return pair_runs([run], mujoco_replayer(), AlignConfig(rate_hz=rate_hz), progress=False)
+    return pair_runs([run], mujoco_replayer(_process_sim()), AlignConfig(rate_hz=rate_hz), progress=False)
+
+
+@cache
+def _process_sim() -> MujocoSim:
+    """This process's MuJoCo arm, compiled once: compiling the model costs ~80 ms, several times a
+    minute-long episode's replay; a replay resets the simulator completely, so reusing it changes no
+    result. A Ray worker process runs one task at a time, so one simulator per process is never shared."""
+    return MujocoSim()
 
 
 def gap_summary(dataset: PairedDataset, source: str | Path) -> dict[str, Any]:

@@ -91,3 +91,40 @@ def test_missing_root_and_foreign_parquet_are_one_line_errors(tmp_path: Path) ->
     pq.write_table(__import__("pyarrow").table({"x": [1]}), other)
     with pytest.raises(CatalogError, match="not a fleet catalogue"):
         read_catalog(other)
+
+
+def test_unknown_url_protocol_is_one_catalog_error_line() -> None:
+    pytest.importorskip("fsspec")
+    with pytest.raises(CatalogError, match=r"^bag root nosuchproto://bags: Protocol not known: nosuchproto") as err:
+        build_catalog(["nosuchproto://bags"])
+    assert "\n" not in str(err.value)
+
+
+def test_summary_figures_match_the_record_walk_and_rosbags_levels(tmp_path: Path) -> None:
+    from rosbags.typesys import Stores, get_typestore
+
+    from so101_fleet.bag_figures import (
+        DIAGNOSTIC_ARRAY,
+        diagnostic_levels,
+        figures_from_scan,
+        figures_from_summary,
+    )
+
+    times = [t / 50 for t in range(150) if not 50 <= t < 75]
+    bag = write_bag(tmp_path / "faulty", "arm_c", times=times, diagnostic_levels={"elbow_flex": 2, "gripper": 1})
+    mcap = next(bag.glob("*.mcap"))
+    summary = figures_from_summary(mcap, "/joint_states", "/diagnostics")
+    assert summary is not None  # a closed bag has a summary: the index reads it, not the records
+    walked = figures_from_scan(mcap, "/joint_states", "/diagnostics")
+    assert (summary.topics, summary.counts, summary.first_ns, summary.last_ns) == \
+        (walked.topics, walked.counts, walked.first_ns, walked.last_ns)
+    assert summary.state_times.tolist() == walked.state_times.tolist() and len(summary.state_times) == len(times)
+    assert summary.diagnostics == walked.diagnostics and len(summary.diagnostics) == 1
+    decoded = get_typestore(Stores.ROS2_JAZZY).deserialize_cdr(summary.diagnostics[0], DIAGNOSTIC_ARRAY)
+    assert diagnostic_levels(summary.diagnostics[0]) == [int(s.level) for s in getattr(decoded, "status")]  # noqa: B009
+    assert sorted(diagnostic_levels(summary.diagnostics[0])) == [0, 0, 0, 0, 1, 2]
+    with pytest.raises(ValueError, match="ends early|runs past"):
+        diagnostic_levels(summary.diagnostics[0][:40])
+    cut = tmp_path / "cut.mcap"
+    cut.write_bytes(mcap.read_bytes()[:-100])  # footer gone: no summary, the record walk takes over
+    assert figures_from_summary(cut, "/joint_states", "/diagnostics") is None

@@ -6,8 +6,8 @@ test utility, :class:`ray.cluster_utils.Cluster`, at 127.0.0.1. The ``ray start`
 do this on Ray 2.60: a second ``ray start --address`` refuses to join while
 ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0`` (the switch that keeps Ray on loopback), and with it on it
 rewrites 127.0.0.1 (in ``--address`` and ``--node-ip-address``) to the machine's network address,
-where Ray's servers listen on every interface. The docker compose profile uses ``ray start`` on its
-own network.
+where Ray's servers listen on every interface. ``test_fleet_ray_start.py`` runs the ``ray start``
+way (on 127.0.0.2/.3); the docker compose profile uses ``ray start`` on its own network.
 """
 
 from __future__ import annotations

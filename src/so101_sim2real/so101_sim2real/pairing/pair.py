@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tqdm import tqdm
 
@@ -22,6 +22,9 @@ from so101_common.paired_dataset import PairedDataset
 from so101_common.trajectory import JointTrajectory
 from so101_sim2real.pairing.align import AlignConfig, AlignmentError, ClockFit, align_episode
 from so101_sim2real.replay import sage
+
+if TYPE_CHECKING:
+    from so101_sim2real.replay.mujoco_backend import MujocoSim
 
 __all__ = ["MUJOCO", "Run", "PairError", "load_runs", "pair_runs", "pair_inputs", "mujoco_replayer"]
 
@@ -137,8 +140,11 @@ def _load_bag(path: Path, kind: str, state_topic: str, command_topic: str) -> Ru
     return Run(path.stem, state, command, None, metadata)
 
 
-def mujoco_replayer() -> Callable[[Run], tuple[Run, ClockFit]]:
-    """Replay each real command stream in the built-in MuJoCo backend, from the real initial state."""
+def mujoco_replayer(sim: MujocoSim | None = None) -> Callable[[Run], tuple[Run, ClockFit]]:
+    """Replay each real command stream in the built-in MuJoCo backend, from the real initial state.
+
+    ``sim``: replay in this (already compiled) simulator instead of a fresh one per run; a replay resets
+    it completely, so the result is the same, without compiling the model again (fleet workers)."""
     try:
         from so101_sim2real.replay.mujoco_backend import replay_trajectory
     except ImportError as err:
@@ -149,7 +155,8 @@ def mujoco_replayer() -> Callable[[Run], tuple[Run, ClockFit]]:
         if real.command is None:
             raise PairError(f"real run {real.name} has no command stream to replay")
         command = real.command if real.window is None else real.command.slice_time(*real.window)
-        state = replay_trajectory(command, initial_position=real.state.position[0])
+        initial = real.state.position[0]
+        state = replay_trajectory(command, initial) if sim is None else sim.simulate(command, initial)
         # the replay is stamped on the real clock by construction: identity map
         identity = ClockFit(0.0, 0.0, float(command.time[0]), 1.0, "mujoco replay (same clock)")
         return Run(real.name, state, command, None, {"format": "mujoco"}), identity

@@ -16,7 +16,7 @@ import sys
 from collections.abc import Sequence
 
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
-from rcl_interfaces.msg import ParameterDescriptor, SetParametersResult
+from rcl_interfaces.msg import SetParametersResult
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.qos import QoSProfile, ReliabilityPolicy
@@ -24,6 +24,9 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Bool
 from std_srvs.srv import Trigger
 
+from so101_common.joints import JOINT_NAMES
+from so101_common.parameters import parameter_specs
+from so101_ros.node_params import declare_parameter_values
 from so101_ros.node_runner import run_node
 from so101_safety.config import JointOverride, NodeOptions, SafetyConfig, split_parameters
 from so101_safety.core import SafeCommand, SafetyFilter, Verdict
@@ -61,14 +64,11 @@ class SafetyNode(Node):
                                f"{self.config.watchdog_timeout:g} s; {limits}")
 
     def _declare_parameters(self) -> dict[str, object]:
-        loose = ParameterDescriptor(dynamic_typing=True)  # ints where floats are meant are fine; the config checks
-        defaults = {**SafetyConfig().to_mapping(), **vars(NodeOptions())}
-        values = {name: self.declare_parameter(name, default, loose).value for name, default in defaults.items()}
-        for joint in (lim.name for lim in SafetyConfig().limits):
-            for key in vars(JointOverride()):
-                name = f"joints.{joint}.{key}"
-                values[name] = self.declare_parameter(name, None, loose).value  # unset = default
-        return values
+        """Every field of the config models, with its description and range; the models validate."""
+        specs = [*parameter_specs(SafetyConfig, exclude=("joints",)), *parameter_specs(NodeOptions)]
+        for joint in JOINT_NAMES:  # per-joint overrides: unset = the default above
+            specs += parameter_specs(JointOverride, prefix=f"joints.{joint}.")
+        return declare_parameter_values(self, specs)
 
     def _on_set_parameters(self, params: list[Parameter]) -> SetParametersResult:
         refused = [p.name for p in params if p.name != "use_sim_time"]

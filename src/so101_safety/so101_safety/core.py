@@ -411,8 +411,8 @@ class SafetyFilter:
                                   f"{len(names)} names but {len(positions)} positions"), []
         if not all(isinstance(n, str) for n in names):
             return Verdict.reject(RejectReason.MALFORMED, f"joint names must be strings: {names!r}"[:200]), []
-        duplicates = sorted(n for n, count in Counter(names).items() if count > 1)
-        if duplicates:
+        if len(set(names)) != len(names):
+            duplicates = sorted(n for n, count in Counter(names).items() if count > 1)
             return Verdict.reject(RejectReason.DUPLICATE_NAME, f"joints named more than once: {duplicates}"), []
         unknown = [n for n in names if n not in self._index]
         if unknown:
@@ -476,6 +476,8 @@ _NOT_FINITE = "is NaN, infinite or beyond the float range"
 def _to_float(value: object) -> float | None:
     """A real number of any type and size as a float (±inf beyond the float range); None for anything
     else (text, bools, complex numbers, None, containers): only numbers are taken as numbers."""
+    if type(value) is float:  # what every ROS message holds: skip the slow abstract-class checks below
+        return value
     if isinstance(value, (bool, str, bytes, bytearray)):
         return None
     if not isinstance(value, (numbers.Real, Decimal)):

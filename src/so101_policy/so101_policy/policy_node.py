@@ -3,7 +3,11 @@
 Subscribes ``joint_states`` (sensor_msgs/JointState, rad; any joint order) and, only for the cameras
 the policy needs, the ``sensor_msgs/Image`` topics named in ``image_topics``; publishes
 ``policy/joint_command`` (JointState, rad, stamped, names = the joint spec) from a timer at
-``rate_hz``, and its state on ``/diagnostics``. Inference runs in a worker thread
+``rate_hz``, and its state on ``/diagnostics``. A policy that produces chunks (LeRobot ACT/diffusion, an
+ONNX/TorchScript output with a time axis: more than one action per inference) also publishes, with every
+fresh action, the actions it will play next as ``policy/action_chunk`` (trajectory_msgs/JointTrajectory:
+stamp = the time of the first point, which is the action published with it; joint_names = the joint
+spec; positions in rad, ``time_from_start`` = i / ``rate_hz``); a single-step policy has no such topic. Inference runs in a worker thread
 (:class:`so101_policy.runner.AsyncPolicyRunner`); the timer only pops the action queue.
 
 Parameters
@@ -38,10 +42,12 @@ from functools import partial
 
 import numpy as np
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from rclpy.duration import Duration
 from rclpy.node import Node
 from rclpy.qos import qos_profile_sensor_data
 from sensor_msgs.msg import Image, JointState
 from std_srvs.srv import Trigger
+from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 from so101_common.joints import JOINT_NAMES, JointSpecError, reorder
 from so101_policy.diagnostics import NodeCounters, PolicyDiagnostics
@@ -93,6 +99,8 @@ class PolicyNode(Node):
         self.policy_path = str(policy_path)
 
         self.pub = self.create_publisher(JointState, "policy/joint_command", 10)
+        self.chunk_pub = (self.create_publisher(JointTrajectory, "policy/action_chunk", 10)
+                          if self.runner.serves_chunks else None)
         self.diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
         self.create_subscription(JointState, "joint_states", self._on_joint_state, 10)
         for key, topic in self.image_topics.items():
@@ -135,12 +143,20 @@ class PolicyNode(Node):
         result = self.runner.tick()
         if result.action is None:
             return
+        stamp = self.get_clock().now().to_msg()
         msg = JointState()
-        msg.header.stamp = self.get_clock().now().to_msg()
+        msg.header.stamp = stamp
         msg.name = list(JOINT_NAMES)
         msg.position = result.action.tolist()
         self.pub.publish(msg)
         self.published += 1
+        if self.chunk_pub is not None and result.chunk is not None:
+            chunk = JointTrajectory(joint_names=list(JOINT_NAMES))
+            chunk.header.stamp = stamp
+            chunk.points = [JointTrajectoryPoint(positions=positions.tolist(),
+                                                 time_from_start=Duration(seconds=i / self.rate_hz).to_msg())
+                            for i, positions in enumerate(result.chunk)]
+            self.chunk_pub.publish(chunk)
 
     def _on_start(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
         was_running = self.runner.running

@@ -12,7 +12,9 @@ No rclpy here.
   the new chunk in, first dropping the actions whose time already passed while the model ran (the chunk
   is aligned to the tick its observation was taken at). If the queue is empty because inference is
   late, the tick holds the last action (``on_miss="hold"``) or returns none (``on_miss="none"``) and
-  counts a miss: a slow model lowers the action quality, never the tick rate.
+  counts a miss: a slow model lowers the action quality, never the tick rate. A runner that serves chunks
+  (more than one action per inference) also hands out, with each fresh action, the chunk's rest:
+  :attr:`TickResult.chunk` = this tick's action followed by the queued ones, one per coming tick.
 """
 
 from __future__ import annotations
@@ -87,6 +89,9 @@ class TickResult:
     action: np.ndarray | None  # (6,) rad, JOINT_NAMES order
     status: str
     queue_depth: int
+    # (k, 6) rad: ``action`` then the actions queued for the next k − 1 ticks; only for a fresh action of a
+    # runner that serves chunks (None for held/missed ticks and single-step policies)
+    chunk: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -150,6 +155,7 @@ class AsyncPolicyRunner:
         self.runner = runner
         self.spec = spec
         self.n_action_steps = steps
+        self.serves_chunks = steps > 1
         self.refill_threshold = int(refill_threshold)
         self.on_miss = on_miss
         self.align_chunks = align_chunks
@@ -247,11 +253,13 @@ class AsyncPolicyRunner:
             self._counts["ticks"] += 1
             self._tick_index += 1
             self._absorb_result()
+            chunk = None
             if self._queue:
                 action = self._queue.popleft()
                 self._last_action = action
                 self._counts["fresh"] += 1
                 status = "fresh"
+                chunk = np.stack([action, *self._queue]) if self.serves_chunks else None
             elif self._last_action is not None:
                 self._counts["missed"] += 1
                 if self.on_miss == "hold":
@@ -263,7 +271,7 @@ class AsyncPolicyRunner:
                 action, status = None, "waiting"
             if len(self._queue) <= self.refill_threshold and not self._pending:
                 self._request_inference()
-            return TickResult(action, status, len(self._queue))
+            return TickResult(action, status, len(self._queue), chunk)
 
     def _absorb_result(self) -> None:
         if self._result is None:

@@ -282,6 +282,22 @@ def test_queue_serves_a_chunk_then_refills_with_the_latest_observation():
         assert stats.inferences == 2 and stats.errors == 0 and stats.latency_p50_ms >= 0
 
 
+def test_a_fresh_tick_hands_out_the_rest_of_the_chunk():
+    model = FakeModel(chunk=4)
+    with AsyncPolicyRunner(PolicyRunner(model), refill_threshold=0, align_chunks=False) as runner:
+        runner.set_positions(Q)
+        runner.start()
+        first = tick_until(runner, "fresh")
+        assert first.chunk is not None and first.chunk[:, 1].tolist() == [0, 1, 2, 3]  # this action, then 3 queued
+        assert np.array_equal(first.chunk[0], first.action)
+        second = runner.tick()
+        assert second.chunk is not None and second.chunk[:, 1].tolist() == [1, 2, 3]
+    with AsyncPolicyRunner(PolicyRunner(FakeModel(chunk=1))) as single:
+        single.set_positions(Q)
+        single.start()
+        assert tick_until(single, "fresh").chunk is None  # one action per inference: no chunk
+
+
 def test_chunks_are_aligned_to_the_tick_of_their_observation():
     model = FakeModel(chunk=8)
     with AsyncPolicyRunner(PolicyRunner(model), refill_threshold=2) as runner:
@@ -375,7 +391,7 @@ def test_stale_observation_starts_no_inference():
         now[0] = 1.0
         for _ in range(10):
             runner.tick()
-            time.sleep(0.005)
+            assert not runner.stats().pending  # the tick requested nothing: no inference to wait for
         assert model.calls == 0 and runner.stats().observation_age_s == pytest.approx(1.0)
 
 

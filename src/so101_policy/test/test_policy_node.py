@@ -22,6 +22,7 @@ from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from sensor_msgs.msg import Image, JointState
 from std_srvs.srv import Trigger
+from trajectory_msgs.msg import JointTrajectory
 
 from so101_common.joints import JOINT_NAMES
 from so101_policy.tiny import make_offset_onnx
@@ -41,10 +42,12 @@ class Client:
         rclpy.init(context=self.context)
         self.node = Node("policy_test_client", context=self.context)
         self.commands: list[tuple[float, JointState]] = []
+        self.chunks: list[JointTrajectory] = []
         self.diagnostics: list[dict[str, Any]] = []
         self.lock = threading.Lock()
         self.node.create_subscription(JointState, "/policy/joint_command", self._on_command, 50)
         self.node.create_subscription(DiagnosticArray, "/diagnostics", self._on_diag, 10)
+        self.node.create_subscription(JointTrajectory, "/policy/action_chunk", self._on_chunk, 50)
         self.js_pub = self.node.create_publisher(JointState, "/joint_states", 10)
         self.image_pub = self.node.create_publisher(Image, image_topic, 10) if image_topic else None
         self.node.create_timer(0.02, self._publish_state)
@@ -72,6 +75,10 @@ class Client:
     def _on_command(self, msg: JointState) -> None:
         with self.lock:
             self.commands.append((time.monotonic(), msg))
+
+    def _on_chunk(self, msg: JointTrajectory) -> None:
+        with self.lock:
+            self.chunks.append(msg)
 
     def _on_diag(self, msg: DiagnosticArray) -> None:
         for status in msg.status:
@@ -203,6 +210,53 @@ def test_slow_model_does_not_lower_the_publish_rate(tmp_path):
     finally:
         client.close()
         proc.stop()
+
+
+def test_a_chunking_policy_publishes_its_upcoming_actions(tmp_path):
+    """Offset policy, 5-action chunks at 50 Hz: each fresh command comes with the actions that follow it."""
+    model = make_offset_onnx(tmp_path / "offset.onnx", chunk_size=5, rate_hz=50)
+    client = Client()
+    proc = NodeProcess(MODULE, node_args(policy_path=str(model), rate_hz=50.0, autostart="true",
+                                         refill_threshold=0, align_chunks="false"))
+    try:
+        proc.start()
+        wait_ready(proc, client, timeout=30.0)
+        assert wait_for(lambda: len(client.chunks) >= 10, 20.0), f"no action chunks:\n{proc.output()}"
+        with client.lock:
+            chunks, commands = list(client.chunks), {_stamp(m): m for _, m in client.commands}
+        for chunk in chunks:
+            assert list(chunk.joint_names) == list(JOINT_NAMES)
+            times = [p.time_from_start.sec + 1e-9 * p.time_from_start.nanosec for p in chunk.points]
+            assert times == pytest.approx([i / 50.0 for i in range(len(chunk.points))])
+            pan = np.array([p.positions[0] for p in chunk.points])
+            # action j of a chunk is the state + (j + 1)° on the pan joint: the rest of the chunk, in order
+            assert 1 <= len(pan) <= 5 and np.diff(pan) == pytest.approx(np.radians(1.0), abs=1e-5)
+            assert pan[-1] == pytest.approx(Q[0] + np.radians(5.0), abs=1e-4)
+        for chunk in chunks[5:]:  # (once both subscriptions are matched) stamped with the command it starts with
+            command = commands[_stamp(chunk)]
+            assert list(chunk.points[0].positions) == pytest.approx(list(command.position))
+        assert {len(c.points) for c in chunks} == {1, 2, 3, 4, 5}
+    finally:
+        client.close()
+        proc.stop()
+
+
+def test_a_single_step_policy_publishes_no_chunks(tmp_path):
+    model = make_offset_onnx(tmp_path / "single.onnx", chunk_size=1, rate_hz=50)
+    client = Client()
+    proc = NodeProcess(MODULE, node_args(policy_path=str(model), rate_hz=50.0, autostart="true"))
+    try:
+        proc.start()
+        wait_ready(proc, client, timeout=30.0)
+        assert wait_for(lambda: client.count() >= 20, 20.0), f"no commands:\n{proc.output()}"
+        assert client.node.count_publishers("/policy/action_chunk") == 0 and not client.chunks
+    finally:
+        client.close()
+        proc.stop()
+
+
+def _stamp(msg: JointState | JointTrajectory) -> tuple[int, int]:
+    return msg.header.stamp.sec, msg.header.stamp.nanosec
 
 
 def test_node_exits_with_a_clear_error(tmp_path):

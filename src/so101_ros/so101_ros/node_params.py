@@ -8,7 +8,9 @@ Imported only by node modules (rclpy).
 
 from __future__ import annotations
 
+import dataclasses
 import sys
+from collections.abc import Iterable
 from typing import Any, TypeVar
 
 from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor, ParameterType
@@ -17,7 +19,7 @@ from rclpy.parameter import Parameter
 
 from so101_common.parameters import ParameterSpec, parameter_specs
 
-__all__ = ["descriptor", "declare_parameters"]
+__all__ = ["descriptor", "declare_parameters", "declare_parameter_values"]
 
 T = TypeVar("T")
 
@@ -27,7 +29,7 @@ _TYPES = {bool: ParameterType.PARAMETER_BOOL, int: ParameterType.PARAMETER_INTEG
 
 
 def descriptor(spec: ParameterSpec) -> ParameterDescriptor:
-    kind = type(spec.default)
+    kind = spec.value_type
     result = ParameterDescriptor(name=spec.name, type=_TYPES[kind], description=spec.description)
     if kind is float:
         result.dynamic_typing = True  # an integer in YAML ("rate_hz: 30") is fine
@@ -46,16 +48,23 @@ def declare_parameters(node: Node, cls: type[T], **default_overrides: Any) -> T:
     """Declare every field of the parameter dataclass ``cls`` on ``node`` and return the values as ``cls``.
 
     ``default_overrides`` replace a field's default for this node (the leader's port and robot_id)."""
+    specs = [dataclasses.replace(spec, default=default_overrides[spec.name]) if spec.name in default_overrides
+             else spec for spec in parameter_specs(cls)]
+    return cls(**declare_parameter_values(node, specs))
+
+
+def declare_parameter_values(node: Node, specs: Iterable[ParameterSpec]) -> dict[str, Any]:
+    """Declare each spec on ``node`` (with its descriptor) and return the values by name: floats as float,
+    lists as list, an optional parameter (default None) that nobody set as None. For a core whose
+    config model validates the values itself (``parameter_specs`` of a pydantic model)."""
     values: dict[str, Any] = {}
-    for spec in parameter_specs(cls):
-        if spec.name in default_overrides:
-            spec = ParameterSpec(spec.name, default_overrides[spec.name], spec.description, spec.low, spec.high)
+    for spec in specs:
         # an empty list says nothing about its element type: declare the type instead (unset = empty)
         initial = Parameter.Type.STRING_ARRAY if spec.default == [] else spec.default
         value = node.declare_parameter(spec.name, initial, descriptor(spec)).value
-        if isinstance(spec.default, float):
+        if spec.value_type is float and value is not None:
             value = float(value)
-        elif isinstance(spec.default, list):
+        elif spec.value_type is list:
             value = list(value or [])
         values[spec.name] = value
-    return cls(**values)
+    return values

@@ -34,8 +34,8 @@ class JointOverride(StrictModel):
     """Per-joint values that replace the defaults of :class:`SafetyConfig`; ``None`` keeps the default."""
 
     margin: Number | None = Field(None, ge=0, description="rad kept free inside each position limit of this joint")
-    max_velocity: Number | None = Field(None, gt=0, description="rad/s")
-    max_acceleration: Number | None = Field(None, gt=0, description="rad/s²")
+    max_velocity: Number | None = Field(None, gt=0, description="rad/s, this joint's bound on |Δoutput| / dt")
+    max_acceleration: Number | None = Field(None, gt=0, description="rad/s², this joint's bound on |Δvelocity| / dt")
 
 
 @dataclass(frozen=True)

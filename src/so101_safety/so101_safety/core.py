@@ -23,8 +23,9 @@ time since the previous output) and on a timer only when :meth:`SafetyFilter.tic
 has something to do on its own (e-stop, watchdog hold, not yet at its target). The guarantees hold for
 any sequence of ``step`` times.
 
-Reseeds happen on the first output, and after a reset or a watchdog hold (output at rest) when the
-measured position is further than ``reseed_tolerance`` from the last output.
+Reseeds happen on the first output, at the first step after a reset, and when a command ends a watchdog
+hold (output at rest), each when the measured position is further than ``reseed_tolerance`` from the
+last output; the command that ends the hold a reset started is rate limited (one restart per reset).
 """
 
 from __future__ import annotations
@@ -150,7 +151,10 @@ class SafetyFilter:
         self._last: SafeCommand | None = None
         self._holding = False
         self._commanded_in_hold = False  # a command arrived after the hold latched
-        self._check_reseed = False
+        self._check_reseed = False  # the next step restarts from the measured position if it is far
+        # leaving a watchdog hold checks for a restart; leaving the hold a reset started does not: the
+        # reset's own check ran at its first step, and a second one would drop a command's rate limits
+        self._reseed_on_release = False
         self._gripper_limited = False
         self._estop_reason: str | None = None
         self._estop_hold: list[float] | None = None
@@ -237,6 +241,7 @@ class SafetyFilter:
         self._holding = True
         self._commanded_in_hold = False
         self._check_reseed = True
+        self._reseed_on_release = False
         self.stats.resets += 1
         return True
 
@@ -295,7 +300,7 @@ class SafetyFilter:
                 self._enter_hold()  # (again, if a command came in but is stale already: hold means hold)
         elif self._holding:
             self._holding = False
-            self._check_reseed = self._check_reseed or all(abs(v) <= _REST for v in self._v)
+            self._check_reseed = self._check_reseed or (self._reseed_on_release and all(abs(v) <= _REST for v in self._v))
         self._target = [m if math.isnan(x) else x for x, m in zip(self._target, measured, strict=True)]
         reseed = self._y is None or self._t is None
         if self._check_reseed and self._y is not None:
@@ -348,6 +353,7 @@ class SafetyFilter:
         """Watchdog: every target becomes the measured position (clipped) of this moment."""
         self._holding = True
         self._commanded_in_hold = False
+        self._reseed_on_release = True
         self._target = [lim.clip(q) if math.isfinite(q) else _NAN for lim, q in zip(self._limits, self._measured, strict=True)]
         self._clipped = [False] * len(self.names)
 
@@ -405,8 +411,8 @@ class SafetyFilter:
                                   f"{len(names)} names but {len(positions)} positions"), []
         if not all(isinstance(n, str) for n in names):
             return Verdict.reject(RejectReason.MALFORMED, f"joint names must be strings: {names!r}"[:200]), []
-        duplicates = sorted(n for n, count in Counter(names).items() if count > 1)
-        if duplicates:
+        if len(set(names)) != len(names):
+            duplicates = sorted(n for n, count in Counter(names).items() if count > 1)
             return Verdict.reject(RejectReason.DUPLICATE_NAME, f"joints named more than once: {duplicates}"), []
         unknown = [n for n in names if n not in self._index]
         if unknown:
@@ -470,6 +476,8 @@ _NOT_FINITE = "is NaN, infinite or beyond the float range"
 def _to_float(value: object) -> float | None:
     """A real number of any type and size as a float (±inf beyond the float range); None for anything
     else (text, bools, complex numbers, None, containers): only numbers are taken as numbers."""
+    if type(value) is float:  # what every ROS message holds: skip the slow abstract-class checks below
+        return value
     if isinstance(value, (bool, str, bytes, bytearray)):
         return None
     if not isinstance(value, (numbers.Real, Decimal)):

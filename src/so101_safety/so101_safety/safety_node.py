@@ -13,17 +13,22 @@ refused). Every input is stamped with this node's clock at arrival (``use_sim_ti
 from __future__ import annotations
 
 import sys
+from array import array
 from collections.abc import Sequence
 
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
-from rcl_interfaces.msg import ParameterDescriptor, SetParametersResult
+from rcl_interfaces.msg import SetParametersResult
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.qos import QoSProfile, ReliabilityPolicy
+from rclpy.time import Time
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Bool
 from std_srvs.srv import Trigger
 
+from so101_common.joints import JOINT_NAMES
+from so101_common.parameters import parameter_specs
+from so101_ros.node_params import declare_parameter_values
 from so101_ros.node_runner import run_node
 from so101_safety.config import JointOverride, NodeOptions, SafetyConfig, split_parameters
 from so101_safety.core import SafeCommand, SafetyFilter, Verdict
@@ -46,6 +51,7 @@ class SafetyNode(Node):
         self.add_on_set_parameters_callback(self._on_set_parameters)
 
         self.pub = self.create_publisher(JointState, "output", 10)
+        self._out = JointState(name=list(self.filter.names))
         self.diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
         self.create_subscription(JointState, "input", self._on_command, _STREAM_QOS)
         self.create_subscription(JointState, "joint_states", self._on_joint_states, _STREAM_QOS)
@@ -61,14 +67,11 @@ class SafetyNode(Node):
                                f"{self.config.watchdog_timeout:g} s; {limits}")
 
     def _declare_parameters(self) -> dict[str, object]:
-        loose = ParameterDescriptor(dynamic_typing=True)  # ints where floats are meant are fine; the config checks
-        defaults = {**SafetyConfig().to_mapping(), **vars(NodeOptions())}
-        values = {name: self.declare_parameter(name, default, loose).value for name, default in defaults.items()}
-        for joint in (lim.name for lim in SafetyConfig().limits):
-            for key in vars(JointOverride()):
-                name = f"joints.{joint}.{key}"
-                values[name] = self.declare_parameter(name, None, loose).value  # unset = default
-        return values
+        """Every field of the config models, with its description and range; the models validate."""
+        specs = [*parameter_specs(SafetyConfig, exclude=("joints",)), *parameter_specs(NodeOptions)]
+        for joint in JOINT_NAMES:  # per-joint overrides: unset = the default above
+            specs += parameter_specs(JointOverride, prefix=f"joints.{joint}.")
+        return declare_parameter_values(self, specs)
 
     def _on_set_parameters(self, params: list[Parameter]) -> SetParametersResult:
         refused = [p.name for p in params if p.name != "use_sim_time"]
@@ -77,21 +80,22 @@ class SafetyNode(Node):
                                        "restart the node to change them")
         return SetParametersResult(successful=True)
 
-    def _now(self) -> float:
-        """Seconds since start on this node's clock (relative, so float precision stays sub-microsecond)."""
-        return (self.get_clock().now().nanoseconds - self._t0_ns) * 1e-9
+    def _now(self) -> tuple[Time, float]:
+        """This node's clock now, and as seconds since start (relative: float precision stays sub-microsecond)."""
+        now = self.get_clock().now()
+        return now, (now.nanoseconds - self._t0_ns) * 1e-9
 
     # ---------------------------------------------------------------- inputs
     def _on_command(self, msg: JointState) -> None:
-        now = self._now()
+        stamp, now = self._now()
         verdict = self.filter.on_command(msg.name, msg.position, now)
         self._log_rejection("command", verdict)
         if verdict.accepted:
-            self._publish(self.filter.step(now))  # forwarded at arrival: no wait for the next tick
+            self._publish(self.filter.step(now), stamp)  # forwarded at arrival: no wait for the next tick
 
     def _on_joint_states(self, msg: JointState) -> None:
         self._log_rejection("joint_states", self.filter.on_measured(msg.name, msg.position, msg.velocity,
-                                                                    msg.effort, self._now()))
+                                                                    msg.effort, self._now()[1]))
 
     def _on_estop_trigger(self, msg: Bool) -> None:
         if msg.data:
@@ -125,18 +129,19 @@ class SafetyNode(Node):
 
     # ---------------------------------------------------------------- output
     def _on_tick(self) -> None:
-        now = self._now()
+        stamp, now = self._now()
         if self.filter.tick_due(now, self._period):
-            self._publish(self.filter.step(now))
+            self._publish(self.filter.step(now), stamp)
 
-    def _publish(self, command: SafeCommand | None) -> None:
+    def _publish(self, command: SafeCommand | None, stamp: Time) -> None:
+        """Publish ``command`` stamped with the time it was computed for. One message is reused (publish
+        serializes it before returning): the names never change, the positions go in as a float array,
+        the message type's fast path; nothing is allocated per command but the positions."""
         if command is None:
             return
-        msg = JointState()
-        msg.header.stamp = self.get_clock().now().to_msg()
-        msg.name = list(command.names)
-        msg.position = list(command.positions)
-        self.pub.publish(msg)
+        self._out.header.stamp = stamp.to_msg()
+        self._out.position = array("d", command.positions)
+        self.pub.publish(self._out)
 
     def _publish_diagnostics(self) -> None:
         stats = self.filter.stats

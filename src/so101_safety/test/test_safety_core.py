@@ -185,6 +185,33 @@ def test_reset_continues_from_the_held_output_when_close():
     assert not first.reseeded and abs(first.positions[2]) < 0.02
 
 
+def test_reset_reseeds_once_and_the_first_command_after_it_is_rate_limited():
+    f = make()
+    run(f, 0.0, 0.1)
+    f.estop("test")
+    run(f, 0.1, 0.1)
+    f.on_measured(JOINT_NAMES, [0.0, 0.0, 1.0, 0.0, 0.0, 0.0], [], [], 0.2)
+    f.reset()
+    assert f.step(0.21).reseeded  # the reset's restart from the measured position (far from the held one)
+    f.on_measured(JOINT_NAMES, [0.0, 0.0, 1.3, 0.0, 0.0, 0.0], [], [], 0.22)  # the arm still coasting
+    f.on_command(["elbow_flex"], [2.0], 0.22)
+    first = f.step(0.22)  # leaving the reset's hold: no second restart, the command is rate limited
+    assert not first.reseeded
+    assert abs(first.positions[2] - 1.0) <= f.config.max_velocity * 0.01 + 1e-12
+
+
+def test_a_watchdog_hold_still_restarts_from_a_far_measured_position_on_the_next_command():
+    f = make()
+    f.on_command(["elbow_flex"], [0.0], 0.0)
+    f.step(0.0)
+    timeout = f.config.watchdog_timeout
+    held = f.step(timeout + 0.1)
+    assert held.holding
+    f.on_measured(JOINT_NAMES, [0.0, 0.0, 1.0, 0.0, 0.0, 0.0], [], [], timeout + 0.2)  # moved by hand
+    f.on_command(["elbow_flex"], [1.0], timeout + 0.2)
+    assert f.step(timeout + 0.2).reseeded
+
+
 def test_estop_before_any_output_holds_the_clipped_measured_position():
     f = SafetyFilter()
     f.estop("early")
@@ -282,6 +309,14 @@ def test_commands_carry_the_output_while_they_flow_and_ticks_between_them():
     f.on_command(["elbow_flex"], [c.positions[2]], 4 * DT)
     f.step(4 * DT)
     assert not f.tick_due(6 * DT, DT)  # ...at rest on it with fresh commands: nothing for the timer
+
+
+def test_a_restarted_output_at_rest_short_of_its_target_still_ticks():
+    f = make()
+    f.on_command(["elbow_flex"], [1.0], 0.0)
+    c = f.step(0.0)  # the first output restarts from the arm's position (at rest), not at the target
+    assert c.reseeded and c.velocities == (0.0,) * 6 and c.rate_limited == ("elbow_flex",)
+    assert f.tick_due(3.01 * DT, DT)  # the commands paused: the timer takes the output on to its target
 
 
 def test_ticks_carry_the_watchdog_hold_and_the_estop():

@@ -42,6 +42,8 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
     Subcommand("analyze", "so101_sim2real.cli.analyze", "gap metrics and an HTML/PNG report for a paired dataset"),
     Subcommand("train-gaponet", "so101_fleet.train_cli",
                "train a GapONet compensator on paired datasets and export it (--ray-address/--workers: on Ray)"),
+    Subcommand("train-compensator", "so101_bringup.train_compensator",
+               "train the GapONet compensator for a virtual arm on excitation motions, judged on held-out motions"),
     Subcommand("train-sim-delta", "so101_sim2real.sim_delta.cli",
                "train a sim-delta model (MuJoCo + Δ reproduces the real arm) on SAGE real runs and export it"),
     Subcommand("fleet", "so101_fleet.cli", "fleet pipeline on Ray: simulate | index | process | report"),

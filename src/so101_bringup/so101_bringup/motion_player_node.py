@@ -1,7 +1,9 @@
 """``motion_player`` node: plays a scripted motion as a command source (a stand-in for a policy).
 
-Publishes ``output`` (default remap ``/policy/joint_command``; sensor_msgs/JointState, rad, stamped)
-at ``rate_hz``. Parameters: ``motion`` (built-in name or SAGE motion file), ``duration`` (s, built-in motions;
+Publishes ``output`` (default remap ``policy/joint_command``; sensor_msgs/JointState, rad, stamped)
+at ``rate_hz`` and, with each command, the motion's next ``chunk_steps`` commands on ``output_chunk``
+(default remap ``policy/action_chunk``; trajectory_msgs/JointTrajectory, stamped like the command,
+points ``1/rate_hz`` apart): what a chunking policy gives the compensator's look-ahead. Parameters: ``motion`` (built-in name or SAGE motion file), ``duration`` (s, built-in motions;
 0 = default), ``rate_hz``, ``loop``,
 ``start_delay`` (s). Services ``~/start`` / ``~/stop`` (std_srvs/Trigger); ``autostart``;
 ``hold_start_pose`` (while stopped, command the motion's first pose).
@@ -14,8 +16,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from rclpy.node import Node
+from builtin_interfaces.msg import Duration
 from sensor_msgs.msg import JointState
 from std_srvs.srv import Trigger
+from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 from so101_bringup.motions import MotionError, MotionPlayerParameters, load_motion, sample
 from so101_ros.node_params import declare_parameters
@@ -39,7 +43,10 @@ class MotionPlayerNode(Node):
         self.hold_start_pose = p.hold_start_pose
         self.finished = False
         self._start_ns = self.get_clock().now().nanoseconds
+        self.rate_hz = rate_hz
+        self.chunk_steps = p.chunk_steps
         self.pub = self.create_publisher(JointState, "output", 10)
+        self.chunk_pub = self.create_publisher(JointTrajectory, "output_chunk", 10) if p.chunk_steps else None
         self.create_service(Trigger, "~/start", self._on_start)
         self.create_service(Trigger, "~/stop", self._on_stop)
         self.create_timer(1.0 / rate_hz, self._on_tick)
@@ -69,6 +76,20 @@ class MotionPlayerNode(Node):
         msg.name = list(self.motion.names)
         msg.position = [float(v) for v in sample(self.motion, t)]
         self.pub.publish(msg)
+        if self.chunk_pub is not None:
+            chunk = JointTrajectory()
+            chunk.header.stamp = msg.header.stamp
+            chunk.joint_names = list(self.motion.names)
+            for k in range(self.chunk_steps + 1):  # the current command first, as a policy's chunk
+                ahead = k / self.rate_hz
+                # while holding the start pose, or past the end without looping, the future is that pose
+                when = t + ahead if self.playing and (self.loop or t + ahead <= self.motion.duration) else t
+                when = when % self.motion.duration if self.loop else when
+                seconds = int(ahead)
+                chunk.points.append(JointTrajectoryPoint(
+                    positions=[float(v) for v in sample(self.motion, when)],
+                    time_from_start=Duration(sec=seconds, nanosec=int(round((ahead - seconds) * 1e9)))))
+            self.chunk_pub.publish(chunk)
 
     def restart(self) -> None:
         """Play the motion from its beginning (after ``start_delay``)."""

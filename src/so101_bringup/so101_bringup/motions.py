@@ -16,7 +16,7 @@ from so101_common.joints import JOINTS
 from so101_common.parameters import parameter
 from so101_common.trajectory import JointTrajectory
 
-__all__ = ["BUILTIN_MOTIONS", "MotionError", "MotionPlayerParameters", "builtin_motion", "load_motion", "sample"]
+__all__ = ["BUILTIN_MOTIONS", "EXCITATION_PREFIX", "MotionError", "MotionPlayerParameters", "builtin_motion", "load_motion", "sample"]
 
 BUILTIN_MOTIONS = ("sweep", "wave", "hold")
 
@@ -29,13 +29,15 @@ class MotionError(ValueError):
 class MotionPlayerParameters:
     """Parameters of the motion player node (defaults, descriptions, ranges)."""
 
-    motion: str = parameter("sweep", f"built-in motion ({', '.join(BUILTIN_MOTIONS)}) or a SAGE motion file")
+    motion: str = parameter("sweep", f"built-in motion ({', '.join(BUILTIN_MOTIONS)}), excitation-<seed> or a SAGE motion file")
     duration: float = parameter(0.0, "s of a built-in motion; 0 = the motion's default", low=0.0, high=3600.0)
     rate_hz: float = parameter(50.0, "publish rate of the motion's commands (Hz)", low=0.1, high=1000.0)
     loop: bool = parameter(False, "start over at the end instead of holding the last pose")
     start_delay: float = parameter(0.0, "s between start and the motion's first sample", low=0.0, high=3600.0)
     autostart: bool = parameter(True, "play at once; false: wait for ~/start")
     hold_start_pose: bool = parameter(False, "while not playing, command the motion's first pose (the arm waits there)")
+    chunk_steps: int = parameter(10, "upcoming commands published with each command on output_chunk (the "
+                                     "compensator's look-ahead, as a policy's action chunk); 0 = none", low=0, high=1000)
 
 
 def builtin_motion(name: str = "sweep", duration: float = 12.0, rate_hz: float = 50.0,
@@ -72,14 +74,22 @@ def builtin_motion(name: str = "sweep", duration: float = 12.0, rate_hz: float =
     return JointTrajectory(t, positions)
 
 
+EXCITATION_PREFIX = "excitation-"  # excitation-<seed>: a compensator's training motion (so101_gaponet.excitation)
+
+
 def load_motion(source: str, rate_hz: float = 50.0, duration: float = 0.0) -> JointTrajectory:
-    """A built-in motion name (``duration`` s, 0 = its default), or a SAGE motion file (``.txt``,
-    50 Hz rows, radians, jaw 0..1; its own length)."""
+    """A built-in motion name (``duration`` s, 0 = its default), ``excitation-<seed>`` (a training motion,
+    default 30 s), or a SAGE motion file (``.txt``, 50 Hz rows, radians, jaw 0..1; its own length)."""
     if source in BUILTIN_MOTIONS:
         return builtin_motion(source, duration=duration or 12.0, rate_hz=rate_hz)
+    if source.startswith(EXCITATION_PREFIX) and source[len(EXCITATION_PREFIX):].isdigit():
+        from so101_gaponet.excitation import excitation_motion
+
+        return excitation_motion(int(source[len(EXCITATION_PREFIX):]), duration=duration or 30.0, rate_hz=rate_hz)
     path = Path(source)
     if not path.is_file():
-        raise MotionError(f"motion {source!r} is neither a built-in motion {list(BUILTIN_MOTIONS)} nor a file")
+        raise MotionError(f"motion {source!r} is neither a built-in motion {list(BUILTIN_MOTIONS)}, "
+                          f"{EXCITATION_PREFIX}<seed>, nor a file")
     from so101_sim2real.replay.sage import read_motion_file  # the SAGE format lives with the other SAGE I/O
 
     return read_motion_file(path)

@@ -36,15 +36,18 @@ class ParameterSpec:
     low: float | None = None  # inclusive range for numbers (None: unbounded on that side)
     high: float | None = None
     kind: type | None = None  # the value's type where the default is None (optional: unset unless given)
+    element: type | None = None  # element type of a list whose default is empty (None: str)
 
     @property
     def value_type(self) -> type:
         return self.kind if self.kind is not None else type(self.default)
 
 
-def parameter(default: Any, description: str, low: float | None = None, high: float | None = None) -> Any:
-    """A dataclass field that is a node parameter (lists are copied per instance)."""
-    metadata = {"description": description, "low": low, "high": high}
+def parameter(default: Any, description: str, low: float | None = None, high: float | None = None,
+              kind: type | None = None) -> Any:
+    """A dataclass field that is a node parameter (lists are copied per instance); ``kind``: the element
+    type of a list parameter whose default is empty (``float`` for a list of numbers; str otherwise)."""
+    metadata = {"description": description, "low": low, "high": high, "kind": kind}
     if isinstance(default, list):
         return dataclasses.field(default_factory=lambda: list(default), metadata=metadata)
     return dataclasses.field(default=default, metadata=metadata)
@@ -65,7 +68,8 @@ def parameter_specs(cls: type, prefix: str = "", exclude: Collection[str] = ()) 
         if "description" not in f.metadata:
             raise TypeError(f"{cls.__name__}.{f.name}: not made with so101_common.parameters.parameter()")
         default = f.default if f.default_factory is dataclasses.MISSING else f.default_factory()
-        specs.append(ParameterSpec(prefix + f.name, default, f.metadata["description"], f.metadata["low"], f.metadata["high"]))
+        specs.append(ParameterSpec(prefix + f.name, default, f.metadata["description"], f.metadata["low"], f.metadata["high"],
+                                   element=f.metadata.get("kind")))
     return specs
 
 

@@ -15,7 +15,7 @@ import numpy as np
 from so101_common.bench import BenchResult, percentile, time_calls
 from so101_common.joints import JOINT_NAMES
 from so101_gaponet.compensator import Compensator, CompensatorConfig
-from so101_gaponet.make_default import DEFAULT_MODEL as SHIPPED_MODEL
+from so101_gaponet.shipped import SHIPPED_MODEL
 from so101_gaponet.model_file import load_model
 
 __all__ = ["benchmarks", "SHIPPED_MODEL"]

@@ -1,11 +1,17 @@
-"""ROS 2 shell of the GapONet compensator: policy command in, command + Δ out, diagnostics.
+"""ROS 2 shell of the GapONet compensator: policy command (and action chunk) in, command + Δ out.
 
-Topics (remappable): ``/policy/joint_command`` (in), ``/joint_states`` (measured history),
-``/gaponet/joint_command`` (out), ``/diagnostics``. Service ``~/enable`` (std_srvs/SetBool).
-Parameters: ``model_path`` ('' = passthrough), ``enabled``, ``rate_hz`` (must equal the model's),
-``joints`` (must equal the model's), ``delta_bounds`` (rad per joint; unset = the model's),
-``delta_slew_limit`` (rad/step per joint; unset = the model's), ``delta_smoothing_s`` (s; unset = the
-model's), ``diagnostics_period`` (s).
+Topics (relative, remappable): ``policy/joint_command`` (in), ``policy/action_chunk`` (in, optional:
+``trajectory_msgs/JointTrajectory``, the policy's upcoming commands), ``joint_states`` (measured
+history), ``gaponet/joint_command`` (out), ``/diagnostics``. Service ``~/enable`` (std_srvs/SetBool).
+Parameters: :class:`so101_gaponet.parameters.CompensatorParameters`.
+
+Rate contract: a model was trained on history rows one control period apart, so the compensator steps
+on its own clock at the model's rate whatever the policy's rate, holding the latest command (a 30 Hz
+policy into a 50 Hz model: each command is used on the steps until the next one arrives). The clock is
+phase-locked to the commands: a command that arrives at least three quarters of a period after the
+last step is stepped at once (a policy at the model's rate waits for nothing), otherwise it waits for
+the next tick. Without a model the node forwards each command as it arrives. No command for
+``command_timeout`` s: nothing is published (the safety filter's watchdog holds the arm).
 """
 
 from __future__ import annotations
@@ -13,82 +19,118 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+import numpy as np
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rcl_interfaces.msg import SetParametersResult
-from rclpy.exceptions import ParameterUninitializedException
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.qos import QoSProfile, qos_profile_sensor_data
 from sensor_msgs.msg import JointState
 from std_srvs.srv import SetBool
+from trajectory_msgs.msg import JointTrajectory
 
-from so101_common.joints import JOINT_NAMES, JointSpecError, reorder
+from so101_common.joints import JointSpecError, reorder
+from so101_gaponet.chunks import ActionChunk
 from so101_gaponet.compensator import Compensator, CompensatorConfig, CompensatorError
 from so101_gaponet.metadata import ModelFileError
 from so101_gaponet.model_file import load_model
+from so101_gaponet.parameters import CHUNK_TOPIC, CompensatorParameters
+from so101_ros.node_params import declare_parameters
 from so101_ros.node_runner import run_node
 
 __all__ = ["CompensatorNode", "main"]
+
+_EARLY_STEP = 0.75  # share of a period after the last step from which an arriving command is stepped at once
 
 
 class CompensatorNode(Node):
     def __init__(self, **node_kwargs: Any) -> None:
         """``node_kwargs`` go to ``rclpy.node.Node`` (context, cli_args, parameter_overrides for in-process composition)."""
         super().__init__("gaponet_compensator", **node_kwargs)
-        self.declare_parameter("model_path", "")
-        self.declare_parameter("enabled", True)
-        self.declare_parameter("rate_hz", 50.0)
-        self.declare_parameter("joints", list(JOINT_NAMES))
-        self.declare_parameter("delta_bounds", Parameter.Type.DOUBLE_ARRAY)
-        self.declare_parameter("delta_slew_limit", Parameter.Type.DOUBLE_ARRAY)
-        self.declare_parameter("delta_smoothing_s", Parameter.Type.DOUBLE)
-        self.declare_parameter("diagnostics_period", 1.0)
-        joints = tuple(self.get_parameter("joints").value)
-        model_path = str(self.get_parameter("model_path").value)
-        bounds, slew, smoothing = (self._optional(n) for n in ("delta_bounds", "delta_slew_limit", "delta_smoothing_s"))
-        model = load_model(model_path, joints=joints, rate_hz=float(self.get_parameter("rate_hz").value)) if model_path else None
+        p = declare_parameters(self, CompensatorParameters)
+        joints = tuple(p.joints)
+        model = load_model(p.model_path, joints=joints, rate_hz=p.rate_hz or None) if p.model_path else None
         self.core = Compensator(CompensatorConfig(
-            joints=joints, enabled=bool(self.get_parameter("enabled").value), delta_bounds=tuple(bounds) if bounds else None,
-            delta_slew_limit=tuple(slew) if slew else None,
-            delta_smoothing_s=float(smoothing) if smoothing is not None else None), model)
+            joints=joints, enabled=p.enabled, delta_bounds=tuple(p.delta_bounds) or None,
+            delta_slew_limit=tuple(p.delta_slew_limit) or None,
+            delta_smoothing_s=p.delta_smoothing_s if p.delta_smoothing_s >= 0 else None,
+            feedback_gain=tuple(p.feedback_gain) or None), model)
         self.joints = joints
+        self.command_timeout = p.command_timeout
+        self.period = 1.0 / model.metadata.rate_hz if model is not None else 0.0
+        self._command: np.ndarray | None = None
+        self._command_time = -np.inf  # node clock (s) when the latest command arrived
+        self._command_stamp: Any = None
+        self._chunk: ActionChunk | None = None
+        self._last_step = -np.inf
         self.add_on_set_parameters_callback(self._on_set_parameters)
         self._out = self.create_publisher(JointState, "gaponet/joint_command", QoSProfile(depth=10))
         self._diag = self.create_publisher(DiagnosticArray, "/diagnostics", QoSProfile(depth=10))
         self.create_subscription(JointState, "policy/joint_command", self._on_command, QoSProfile(depth=10))
+        self.create_subscription(JointTrajectory, CHUNK_TOPIC, self._on_chunk, QoSProfile(depth=10))
         self.create_subscription(JointState, "joint_states", self._on_state, qos_profile_sensor_data)
         self.create_service(SetBool, "~/enable", self._on_enable)
-        self.create_timer(float(self.get_parameter("diagnostics_period").value), self._publish_diagnostics)
-        self.get_logger().info(f"compensator: {self.core.status()['mode']}" + (f", model {model_path}" if model else ""))
+        self._step_timer = self.create_timer(self.period, self._on_tick) if model is not None else None
+        self.create_timer(p.diagnostics_period, self._publish_diagnostics)
+        rate = f" at {model.metadata.rate_hz:g} Hz, {model.metadata.future_steps} command rows" if model else ""
+        self.get_logger().info(f"compensator: {self.core.status()['mode']}{rate}" + (f", model {p.model_path}" if model else ""))
 
-    def _optional(self, name: str) -> Any:
-        """A parameter's value, or None when it was not given (the model's own setting applies)."""
-        try:
-            return self.get_parameter(name).value
-        except ParameterUninitializedException:
-            return None
-
-    def _stamp(self) -> float:
+    def _now(self) -> float:
         return self.get_clock().now().nanoseconds * 1e-9
 
     def _on_state(self, msg: JointState) -> None:
         try:
             position = reorder(msg.name, msg.position, self.joints)
             velocity = reorder(msg.name, msg.velocity, self.joints) if len(msg.velocity) == len(msg.name) else None
-            self.core.update_measured(position, velocity, self._stamp())
+            self.core.update_measured(position, velocity, self._now())
         except (JointSpecError, CompensatorError) as err:
             self.get_logger().warning(f"ignored joint state: {err}", throttle_duration_sec=5.0)
 
+    def _on_chunk(self, msg: JointTrajectory) -> None:
+        start = msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9 if msg.header.stamp.sec or msg.header.stamp.nanosec \
+            else self._now()
+        try:
+            self._chunk = ActionChunk.from_points(
+                start, [p.time_from_start.sec + p.time_from_start.nanosec * 1e-9 for p in msg.points], msg.joint_names,
+                [list(p.positions) for p in msg.points], self.joints)
+        except ValueError as err:
+            self.get_logger().warning(f"ignored action chunk: {err}", throttle_duration_sec=5.0)
+
     def _on_command(self, msg: JointState) -> None:
         try:
-            command = reorder(msg.name, msg.position, self.joints)
-            result = self.core.compensate(command, self._stamp())
+            command = np.asarray(reorder(msg.name, msg.position, self.joints))
+            if not np.isfinite(command).all():
+                raise CompensatorError("command contains NaN or inf")
         except (JointSpecError, CompensatorError) as err:
             self.get_logger().warning(f"ignored command: {err}", throttle_duration_sec=5.0)
             return
+        now = self._now()
+        self._command, self._command_time = command, now
+        self._command_stamp = msg.header
+        if self._step_timer is None:
+            self._step(now)
+        elif now - self._last_step >= _EARLY_STEP * self.period:
+            self._step(now)
+            self._step_timer.reset()  # the next tick one period from this step
+
+    def _on_tick(self) -> None:
+        now = self._now()
+        if now - self._command_time <= self.command_timeout:
+            self._step(now)
+
+    def _step(self, now: float) -> None:
+        assert self._command is not None
+        self._last_step = now
+        rows = self.core.future_steps - 1
+        upcoming = self._chunk.upcoming(now, self.period, rows) if self._chunk is not None and rows > 0 else None
+        try:
+            result = self.core.compensate(self._command, now, upcoming)
+        except CompensatorError as err:
+            self.get_logger().warning(f"compensation step skipped: {err}", throttle_duration_sec=5.0)
+            return
         out = JointState()
-        out.header.stamp = msg.header.stamp if msg.header.stamp.sec or msg.header.stamp.nanosec else self.get_clock().now().to_msg()
-        out.header.frame_id = msg.header.frame_id
+        out.header.stamp = self.get_clock().now().to_msg()
+        out.header.frame_id = self._command_stamp.frame_id
         out.name = list(self.joints)
         out.position = result.command.tolist()
         self._out.publish(out)
@@ -104,7 +146,7 @@ class CompensatorNode(Node):
         for param in params:
             if param.name == "enabled":
                 self.core.enabled = bool(param.value)
-            elif param.name in ("model_path", "rate_hz", "joints", "delta_bounds", "delta_slew_limit", "delta_smoothing_s"):
+            elif param.name != "diagnostics_period":
                 return SetParametersResult(successful=False, reason=f"{param.name} is read at start-up only")
         return SetParametersResult(successful=True)
 
@@ -113,6 +155,7 @@ class CompensatorNode(Node):
         status = DiagnosticStatus(name=f"{self.get_name()}: GapONet compensator", hardware_id="so101")
         status.level = DiagnosticStatus.WARN if info["faults"] else DiagnosticStatus.OK
         status.message = info["mode"] + ("" if info["warm"] or self.core.model is None else " (warming up)")
+        info["action_chunk"] = "none" if self._chunk is None else f"{len(self._chunk.time)} points"
         status.values = [KeyValue(key=str(k), value=str(v)) for k, v in info.items()]
         array = DiagnosticArray(status=[status])
         array.header.stamp = self.get_clock().now().to_msg()
@@ -121,7 +164,6 @@ class CompensatorNode(Node):
 
 def main(args: list[str] | None = None) -> int:
     return run_node(CompensatorNode, args, "gaponet_compensator", fatal=(ModelFileError, CompensatorError))
-
 
 
 if __name__ == "__main__":

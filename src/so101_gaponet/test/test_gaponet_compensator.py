@@ -139,9 +139,9 @@ def test_smoothing_is_a_first_order_low_pass_on_delta(feedback_model) -> None:
 
 
 def test_constant_command_on_a_settled_arm_gives_a_constant_output() -> None:
-    from so101_gaponet.make_default import DEFAULT_MODEL
+    from so101_gaponet.shipped import SHIPPED_MODEL
 
-    comp = Compensator(CONFIG, load_model(DEFAULT_MODEL))
+    comp = Compensator(CONFIG, load_model(SHIPPED_MODEL))
     command = np.array([0.3, -0.6, 0.7, 0.5, 0.4, 0.6])
     outputs = []
     for i in range(150):

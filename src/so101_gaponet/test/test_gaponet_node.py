@@ -11,7 +11,7 @@ from sensor_msgs.msg import JointState
 from std_srvs.srv import SetBool
 
 from so101_common.joints import JOINT_NAMES
-from so101_gaponet.make_default import DEFAULT_MODEL as SHIPPED_MODEL
+from so101_gaponet.shipped import SHIPPED_MODEL
 from so101_gaponet.model_file import load_model
 from so101_testing import NodeProcess, wait_for
 
@@ -86,7 +86,7 @@ def test_node_compensates_within_bounds_and_passes_through_when_disabled(peer) -
         assert spin_until(lambda: any(s.values and dict((v.key, v.value) for v in s.values).get("mode") == "disabled"
                                       for d in diagnostics for s in d.status))
         status = {v.key: v.value for v in diagnostics[-1].status[0].values}
-        assert status["model_kind"] == "deeponet" and float(status["latency_p99_us"]) > 0
+        assert status["model_kind"] == "mlp" and float(status["latency_p99_us"]) > 0
         assert proc.alive()
     assert proc.process.returncode == 0, proc.output()
 
@@ -116,7 +116,74 @@ def test_node_composes_in_process_with_the_shipped_yaml() -> None:
         np.testing.assert_allclose(node.core.delta_bounds, meta.delta_bounds)
         assert node.core.delta_slew_limit is not None and meta.delta_slew_limit is not None
         np.testing.assert_allclose(node.core.delta_slew_limit, meta.delta_slew_limit)
-        assert node.core.delta_smoothing_s == meta.delta_smoothing_s > 0
+        assert node.core.delta_smoothing_s == meta.delta_smoothing_s
+        assert node.core.future_steps == meta.future_steps > 1
+        node.destroy_node()
+    finally:
+        rclpy.shutdown(context=context)
+
+
+def _stamp_s(msg: JointState) -> float:
+    return msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9
+
+
+def test_a_30_hz_policy_into_a_50_hz_model_gets_50_hz_steps_holding_its_latest_command(peer) -> None:
+    """The rate contract: the compensator steps on its own clock at the model's rate (50 Hz) whatever the
+    policy's rate, each step on the latest command."""
+    node, executor = peer
+    outputs: list[JointState] = []
+    node.create_subscription(JointState, "/gaponet/joint_command", outputs.append, 50)
+    commands = node.create_publisher(JointState, "/policy/joint_command", 10)
+    states = node.create_publisher(JointState, "/joint_states", 10)
+    measured = np.array([0.0, -0.2, 0.3, 0.1, 0.0, 0.2])
+    sent: list[float] = []
+    with NodeProcess("so101_gaponet.compensator_node", ["--ros-args", "-p", f"model_path:={SHIPPED_MODEL}"]) as proc:
+        assert wait_for(lambda: executor.spin_once(timeout_sec=0.01) or commands.get_subscription_count() > 0,
+                        timeout=20.0, interval=0.0), proc.output()
+        policy = node.create_timer(1 / 30, lambda: (sent.append(0.01 * len(sent)),
+                                                    commands.publish(_msg(measured + sent[-1]))))
+        arm = node.create_timer(1 / 50, lambda: states.publish(_msg(measured)))
+        assert wait_for(lambda: executor.spin_once(timeout_sec=0.01) or len(outputs) >= 120, timeout=30.0,
+                        interval=0.0), proc.output()
+        policy.cancel()
+        arm.cancel()
+    stamps = np.array([_stamp_s(m) for m in outputs[20:]])
+    rate = (len(stamps) - 1) / (stamps[-1] - stamps[0])
+    assert 45.0 < rate < 55.0, rate  # the model's 50 Hz, not the policy's 30 Hz
+    # every output is a command the policy sent, plus a bounded Δ: held between the policy's messages
+    bounds = np.array(load_model(SHIPPED_MODEL).metadata.delta_bounds)
+    for message in outputs[20:]:
+        offsets = np.array(message.position) - measured
+        assert np.min(np.abs(np.array(sent)[:, None] - offsets[None, :]) - bounds[None, :], axis=0).max() <= 1e-6
+
+
+def test_the_action_chunk_reaches_the_model_rows() -> None:
+    """In process: a chunk message becomes the upcoming command rows the core is given."""
+    from rclpy.context import Context
+    from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
+
+    from so101_gaponet.compensator_node import CompensatorNode
+
+    context = Context()
+    rclpy.init(context=context)
+    try:
+        node = CompensatorNode(context=context, cli_args=["--ros-args", "-p", f"model_path:={SHIPPED_MODEL}"])
+        seen: list[np.ndarray | None] = []
+        original = node.core.compensate
+        node.core.compensate = lambda command, now=None, upcoming=None: (seen.append(upcoming),  # type: ignore[method-assign]
+                                                                          original(command, now, upcoming))[1]
+        chunk = JointTrajectory()
+        chunk.header.stamp = node.get_clock().now().to_msg()
+        chunk.joint_names = list(reversed(JOINT_NAMES))  # any order: matched by name
+        for k in range(20):
+            chunk.points.append(JointTrajectoryPoint(positions=[0.01 * k] * 6,
+                                                     time_from_start=rclpy.duration.Duration(seconds=0.02 * k).to_msg()))
+        node._on_chunk(chunk)
+        node._on_command(_msg(np.zeros(6)))
+        rows = seen[-1]
+        assert rows is not None and rows.shape == (node.core.future_steps - 1, 6)
+        # the chunk sampled one and more periods (20 ms) after the step: about 0.01 rad per period
+        np.testing.assert_allclose(np.diff(rows[:, 0]), 0.01, atol=2e-3)
         node.destroy_node()
     finally:
         rclpy.shutdown(context=context)

@@ -60,7 +60,8 @@ def declare_parameter_values(node: Node, specs: Iterable[ParameterSpec]) -> dict
     values: dict[str, Any] = {}
     for spec in specs:
         # an empty list says nothing about its element type: declare the type instead (unset = empty)
-        initial = Parameter.Type.STRING_ARRAY if spec.default == [] else spec.default
+        empty = Parameter.Type.DOUBLE_ARRAY if spec.element is float else Parameter.Type.STRING_ARRAY
+        initial = empty if spec.default == [] else spec.default
         value = node.declare_parameter(spec.name, initial, descriptor(spec)).value
         if spec.value_type is float and value is not None:
             value = float(value)

@@ -34,7 +34,10 @@ __all__ = ["RelayNode", "benchmarks"]
 
 _POSE = [0.1, -0.3, 0.4, 0.2, 0.0, 0.5]
 _STEP = 5e-4  # rad: passes the safety filter's default acceleration bound within one period
-_PERIOD = 0.01  # s: the probe policy's command period (100 Hz)
+# s: the probe policy's command period: the shipped model's 50 Hz. The compensator steps on its own clock at
+# the model's rate, phase-locked to the commands: a policy at that rate is stepped on arrival (a faster one
+# would wait for the next step, by the rate contract).
+_PERIOD = 0.02
 _BEATS = 3  # commands per sample: the step, then the same command again while it settles
 _SAMPLES = 300  # p99 of 300: the third-slowest sample
 

@@ -15,8 +15,8 @@ import numpy as np
 from so101_common.bench import BenchResult, percentile, time_calls
 from so101_common.joints import JOINT_NAMES
 from so101_gaponet.compensator import Compensator, CompensatorConfig
-from so101_gaponet.shipped import SHIPPED_MODEL
 from so101_gaponet.model_file import load_model
+from so101_gaponet.shipped import SHIPPED_MODEL
 
 __all__ = ["benchmarks", "SHIPPED_MODEL"]
 

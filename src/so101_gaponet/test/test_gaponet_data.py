@@ -11,8 +11,8 @@ from so101_common.paired_dataset import PairedDataset
 from so101_common.trajectory import causal_velocity
 from so101_gaponet import load_model
 from so101_gaponet.shipped import SHIPPED_MODEL
+from so101_gaponet.synthetic import PROFILES, make_dataset, simulate_real
 from so101_gaponet.train import TrainConfig
-from so101_gaponet.synthetic import PROFILES, make_dataset, simulate_real, tracking_rms
 
 
 def test_synthetic_dataset_round_trip(tmp_path: Path) -> None:

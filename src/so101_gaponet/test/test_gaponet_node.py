@@ -11,8 +11,8 @@ from sensor_msgs.msg import JointState
 from std_srvs.srv import SetBool
 
 from so101_common.joints import JOINT_NAMES
-from so101_gaponet.shipped import SHIPPED_MODEL
 from so101_gaponet.model_file import load_model
+from so101_gaponet.shipped import SHIPPED_MODEL
 from so101_testing import NodeProcess, wait_for
 
 

@@ -1,20 +1,24 @@
-"""``so101 demo``: the sim-to-real loop end to end on the embedded default robot.
+"""``so101 demo``: the sim-to-real loop end to end on the embedded default robot, judged held-out.
 
 1. start the virtual SO-101 (a gap profile) on a pseudo-terminal;
-2. run the deploy graph in-process — scripted motion (the policy's place) → GapONet compensator →
-   safety filter → driver (real ``scservo_sdk`` over the pty) — printing live joint states;
-3. record the episode into a rosbag2 (MCAP) bag;
-4. replay the recorded commands in the built-in MuJoCo simulator, pair real and sim, and write the
-   gap report (HTML + PNG).
+2. run the deploy graph in-process — scripted motion (the policy's place, with its future as the
+   action chunk) → GapONet compensator → safety filter → driver (real ``scservo_sdk`` over the pty) —
+   printing live joint states; every motion is recorded as its own rosbag2 (MCAP) episode;
+3. replay the recorded commands in the built-in MuJoCo simulator, pair real and sim, and write the
+   gap reports (HTML + PNG).
 
-By default the demo closes the loop: a baseline episode without compensation → paired dataset →
-a GapONet compensator trained on it → a compensated episode → before/after comparison.
-``--single`` runs one episode (with the shipped model unless ``--no-compensation``).
+By default the demo closes the loop on motions the compensator never saw: excitation episodes
+(``excitation-<seed>``) and the evaluation motions without compensation → paired datasets → a GapONet
+compensator trained on the excitation episodes only → the evaluation motions again, compensated →
+before/after comparison on the evaluation motions (``comparison/comparison.json``, HTML + PNG, and a
+printed per-joint table). ``--single`` runs one motion once (with the shipped model unless
+``--no-compensation``).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import signal
 import subprocess
 import sys
@@ -22,6 +26,7 @@ import time
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from rclpy.node import Node
@@ -29,8 +34,11 @@ from sensor_msgs.msg import JointState
 
 from so101_bringup.children import raise_for_child, run_child
 from so101_bringup.composition import ComposedGraph, GraphOptions, deploy_graph
-from so101_bringup.motions import load_motion
+from so101_bringup.motion_player_node import MotionPlayerNode
+from so101_bringup.motions import EXCITATION_PREFIX, load_motion
+from so101_bringup.share import config_dir
 from so101_common.joints import JOINT_NAMES
+from so101_common.paired_dataset import PairedDataset
 from so101_testing import apply_private_ros_env, wait_for
 
 __all__ = ["add_arguments", "run"]
@@ -39,9 +47,18 @@ _SHORT = {"shoulder_pan": "pan", "shoulder_lift": "lift", "elbow_flex": "elbow",
           "wrist_roll": "wroll", "gripper": "grip"}
 
 
+DEFAULT_EVAL_MOTIONS = ("multisine", "chirp_sweep")  # config/motions/<name>.txt: real SAGE motions
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--profile", default="default", help="gap profile of the virtual arm (name or YAML file)")
-    parser.add_argument("--motion", default="sweep", help="built-in motion (sweep, wave, hold) or SAGE motion file")
+    parser.add_argument("--eval-motion", nargs="+", default=None, metavar="FILE",
+                        help="evaluation motions, never trained on (SAGE motion files or built-in names; default "
+                             f"config/motions/{{{','.join(DEFAULT_EVAL_MOTIONS)}}}.txt)")
+    parser.add_argument("--excitation", type=int, default=2, help="excitation episodes the compensator is trained on")
+    parser.add_argument("--excitation-seconds", type=float, default=30.0, help="seconds per excitation episode")
+    parser.add_argument("--motion", default="sweep", help="with --single: built-in motion (sweep, wave, hold), "
+                                                          "excitation-<seed> or SAGE motion file")
     parser.add_argument("--duration", type=float, default=0.0, help="seconds of a built-in motion (default 12)")
     parser.add_argument("--out", type=Path, default=None, help="output folder (default runs/demo-<time>)")
     parser.add_argument("--single", action="store_true",
@@ -51,7 +68,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="with --single: this compensator model instead of the shipped one (ONNX, or "
                              "TorchScript: that is code, torch.jit.load runs it; use only files you trust)")
     parser.add_argument("--epochs", type=int, default=30, help="GapONet training epochs in the loop (default 30)")
-    parser.add_argument("--print-period", type=float, default=0.5, help="seconds between live joint-state lines")
+    parser.add_argument("--print-period", type=float, default=1.0, help="seconds between live joint-state lines")
     parser.add_argument("--no-analysis", action="store_true", help="stop after recording (no replay/pair/report)")
 
 
@@ -95,58 +112,85 @@ def _start_virtual_arm(profile: str, folder: Path) -> tuple[subprocess.Popen[byt
     return process, link, folder / "virtual_follower.json"
 
 
-def _run_episode(label: str, opts: GraphOptions, duration: float, print_period: float) -> Path:
+def _run_session(label: str, opts: GraphOptions, motions: list[tuple[str, str, float]],
+                 print_period: float) -> dict[str, Path]:
+    """Play ``motions`` (``(name, source, seconds)``, seconds of a built-in motion, 0 = its default) one after
+    the other on one virtual arm and graph, each recorded as its own episode (task = the motion's name);
+    returns the bag of each motion."""
     print(f"\n== {label}: virtual SO-101 (profile {opts.gap_profile}), compensation "
-          f"{'on' if opts.compensation else 'off'}, motion {opts.motion} ({duration:.1f} s)")
+          f"{'on' if opts.compensation else 'off'}: {', '.join(name for name, _, _ in motions)}")
     arm, link, calibration = _start_virtual_arm(opts.gap_profile, Path(opts.bag_root).parent / "virtual_arm")
+    bags: dict[str, Path] = {}
     try:
-        opts = replace(opts, port=str(link), calibration_file=str(calibration))
+        opts = replace(opts, port=str(link), calibration_file=str(calibration), motion=motions[0][1])
         with ComposedGraph(deploy_graph(opts)) as graph:
             player = graph.nodes["MotionPlayerNode"]
+            assert isinstance(player, MotionPlayerNode)
             monitor = _Monitor(player)
             recorder = graph.nodes["RecorderNode"]
-            # The arm first moves to the motion's start pose (the player holds it) and the recorder
-            # discovers every topic; the episode then starts at rest, as a policy rollout would.
-            topics = {"/joint_states", "/joint_command", "/policy/joint_command"}
-            if not wait_for(lambda: monitor.at_commanded() and topics <= set(recorder.subscribed), timeout=60.0):
-                raise RuntimeError(f"not ready to record: arm at {monitor.measured} for {monitor.commanded}, "
-                                   f"recorder subscribed to {sorted(recorder.subscribed)}")
-            ok, message = recorder.start_episode()
-            if not ok:
-                raise RuntimeError(f"recorder did not start: {message}")
-            player.restart()
-            print("   t[s] | " + "  ".join(f"{_SHORT[n]:>15}" for n in JOINT_NAMES)
-                  + "   measured (command - measured), rad")
-            start = time.monotonic()
-            while (elapsed := time.monotonic() - start) < duration + 1.0:
-                time.sleep(print_period)
-                cells = "  ".join(f"{m:+6.3f} ({c - m:+6.3f})"
-                                  for m, c in zip(monitor.measured, monitor.commanded, strict=True))
-                print(f" {elapsed:6.1f} | {cells}", flush=True)
-            ok, message = recorder.stop_episode()
-            if not ok:
-                raise RuntimeError(f"recorder did not stop cleanly: {message}")
+            for name, source, seconds in motions:
+                motion = load_motion(source, duration=seconds)
+                player.set_motion(motion)
+                bags[name] = _record_motion(name, motion.duration, player, monitor, recorder, Path(opts.bag_root),
+                                            print_period)
     finally:
         arm.send_signal(signal.SIGINT)
         try:
             arm.wait(10)
         except subprocess.TimeoutExpired:
             arm.kill()
+    return bags
+
+
+def _record_motion(name: str, duration: float, player: MotionPlayerNode, monitor: _Monitor, recorder: Any,
+                   bag_root: Path, print_period: float) -> Path:
+    # The arm first moves to the motion's start pose (the player holds it) and the recorder discovers
+    # every topic; the episode then starts at rest, as a policy rollout would.
+    topics = {"/joint_states", "/joint_command", "/policy/joint_command"}
+    if not wait_for(lambda: monitor.at_commanded() and topics <= set(recorder.subscribed), timeout=60.0):
+        raise RuntimeError(f"not ready to record {name}: arm at {monitor.measured} for {monitor.commanded}, "
+                           f"recorder subscribed to {sorted(recorder.subscribed)}")
+    recorder.recorder.config.update({"task": name})
+    before = set(bag_root.iterdir()) if bag_root.is_dir() else set()
+    ok, message = recorder.start_episode()
+    if not ok:
+        raise RuntimeError(f"recorder did not start: {message}")
+    player.restart()
+    print(f"\n   {name} ({duration:.1f} s)")
+    print("   t[s] | " + "  ".join(f"{_SHORT[n]:>15}" for n in JOINT_NAMES) + "   measured (command - measured), rad")
+    start = time.monotonic()
+    while (elapsed := time.monotonic() - start) < duration + 1.0:
+        time.sleep(print_period)
+        cells = "  ".join(f"{m:+6.3f} ({c - m:+6.3f})" for m, c in zip(monitor.measured, monitor.commanded, strict=True))
+        print(f" {elapsed:6.1f} | {cells}", flush=True)
+    ok, message = recorder.stop_episode()
+    if not ok:
+        raise RuntimeError(f"recorder did not stop cleanly: {message}")
     print(f"   recorded: {message}")
-    bags = sorted(p for p in Path(opts.bag_root).iterdir() if p.is_dir())
-    return bags[-1]
+    new = sorted(p for p in set(bag_root.iterdir()) - before if p.is_dir())
+    if len(new) != 1:
+        raise RuntimeError(f"expected one new bag for {name} under {bag_root}, found {[p.name for p in new]}")
+    return new[0]
 
 
-def _analyse(bag: Path, out: Path) -> dict:
-    from so101_sim2real.analysis.report import summarize, write_report
+def _pair(bags: dict[str, Path], out: Path) -> PairedDataset:
+    """One paired dataset of the recorded motions (episodes named after the motions) beside a MuJoCo replay."""
     from so101_sim2real.pairing.align import AlignConfig
     from so101_sim2real.pairing.pair import load_runs, mujoco_replayer, pair_runs
 
     # The sim replays what the policy asked for (not the compensated command the driver got): the gap
     # is then "real arm vs what the sim would have done", the quantity compensation exists to close.
-    dataset = pair_runs(load_runs(bag, "real", "/joint_states", "/policy/joint_command"), mujoco_replayer(),
-                        AlignConfig(), progress=False)
+    runs = [dataclasses.replace(run, name=name) for name, bag in bags.items()
+            for run in load_runs(bag, "real", "/joint_states", "/policy/joint_command")]
+    dataset = pair_runs(runs, mujoco_replayer(), AlignConfig(), progress=False)
     dataset.save(out / "dataset")
+    return dataset
+
+
+def _analyse(bags: dict[str, Path], out: Path) -> dict:
+    from so101_sim2real.analysis.report import summarize, write_report
+
+    dataset = _pair(bags, out)
     summary = summarize(dataset, source=str(out / "dataset"))
     page = write_report(dataset, summary, out / "report")
     print(f"   paired with a MuJoCo replay: {out / 'dataset'}; report {page}")
@@ -157,51 +201,69 @@ def _train(dataset: Path, out: Path, epochs: int) -> Path:
     from so101_gaponet.export import train_and_export
 
     model = out / "gaponet_trained.onnx"
-    print(f"\n== training a GapONet compensator on {dataset} ({epochs} epochs)")
-    figures = train_and_export([dataset], model, "onnx", epochs=epochs, delta_smoothing_s=0.1)
+    print(f"\n== training a GapONet compensator on {dataset} ({epochs} epochs; the evaluation motions are not in it)")
+    figures = train_and_export([dataset], model, "onnx", epochs=epochs, progress=False)
     print(f"   wrote {model}: validation loss {figures['initial_validation_loss']:.4f} → "
           f"{figures['validation_loss']:.4f}")
     return model
 
 
-def _options(folder: Path, args: argparse.Namespace, compensation: bool, model: Path | None) -> GraphOptions:
+def _options(folder: Path, args: argparse.Namespace, compensation: bool, model: Path | None, task: str) -> GraphOptions:
     opts = GraphOptions(port="", compensation=compensation, motion=args.motion, motion_duration=args.duration,
-                        autostart_motion=False,
-                        hold_start_pose=True, record=True,
-                        bag_root=str(folder / "bags"), task=f"demo-{args.motion}", gap_profile=args.profile)
+                        autostart_motion=False, hold_start_pose=True, record=True,
+                        bag_root=str(folder / "bags"), task=task, gap_profile=args.profile)
     return replace(opts, gaponet_model=str(model)) if model is not None else opts
+
+
+def _eval_motions(args: argparse.Namespace) -> list[tuple[str, str, float]]:
+    sources = args.eval_motion or [str(config_dir() / "motions" / f"{name}.txt") for name in DEFAULT_EVAL_MOTIONS]
+    motions = [(Path(source).stem, source, args.duration) for source in sources]
+    if len({name for name, _, _ in motions}) != len(motions):
+        raise ValueError(f"evaluation motions need distinct names (file stems): {[n for n, _, _ in motions]}")
+    return motions
 
 
 def run(args: argparse.Namespace) -> int:
     apply_private_ros_env()
     out = args.out or Path("runs") / f"demo-{datetime.now():%Y%m%d-%H%M%S}"
-    duration = load_motion(args.motion, duration=args.duration).duration
     if args.single or args.no_analysis:
         label = "uncompensated" if args.no_compensation else "compensated"
-        bag = _run_episode(label, _options(out / label, args, not args.no_compensation, args.gaponet_model), duration,
-                           args.print_period)
+        name = Path(args.motion).stem
+        bags = _run_session(label, _options(out / label, args, not args.no_compensation, args.gaponet_model, name),
+                            [(name, args.motion, args.duration)], args.print_period)
         if not args.no_analysis:
-            _analyse(bag, out / label)
+            _analyse(bags, out / label)
         print(f"\ndone: everything is under {out}")
         return 0
 
     from so101_sim2real.analysis.report import write_comparison
 
-    baseline = _analyse(_run_episode("baseline", _options(out / "baseline", args, False, None), duration,
-                                     args.print_period), out / "baseline")
-    model = _train(out / "baseline" / "dataset", out, args.epochs)
-    compensated = _analyse(_run_episode("compensated", _options(out / "compensated", args, True, model), duration,
-                                        args.print_period), out / "compensated")
+    evaluation = _eval_motions(args)
+    excitation = [(f"{EXCITATION_PREFIX}{seed}", f"{EXCITATION_PREFIX}{seed}", args.excitation_seconds)
+                  for seed in range(args.excitation)]
+    if {n for n, _, _ in excitation} & {n for n, _, _ in evaluation}:
+        raise ValueError("an evaluation motion may not be an excitation (training) motion")
+    recorded = _run_session("uncompensated: excitation, then the evaluation motions",
+                            _options(out / "uncompensated", args, False, None, "demo"),
+                            [*excitation, *evaluation], args.print_period)
+    print("\n== pairing the excitation episodes with a MuJoCo replay")
+    _pair({name: recorded[name] for name, _, _ in excitation}, out / "excitation")
+    baseline = _analyse({name: recorded[name] for name, _, _ in evaluation}, out / "baseline")
+    model = _train(out / "excitation" / "dataset", out, args.epochs)
+    compensated_bags = _run_session("compensated: the evaluation motions", _options(out / "compensated", args, True, model,
+                                                                                  "demo"),
+                                    evaluation, args.print_period)
+    compensated = _analyse(compensated_bags, out / "compensated")
     comparison = write_comparison([baseline, compensated], ["baseline", "compensated"], out / "comparison")
-    _print_comparison(comparison)
+    _print_comparison(comparison, [name for name, _, _ in evaluation])
     print(f"\ndone: everything is under {out}; before/after report in {out / 'comparison'}")
     return 0
 
 
-def _print_comparison(comparison: dict) -> None:
+def _print_comparison(comparison: dict, motions: list[str]) -> None:
     """Per-joint position RMSE (real vs MuJoCo replay) before and after compensation."""
     rmse = comparison["delta"]["position"]["rmse"]
-    print("\n   position gap to the MuJoCo replay, rmse [rad]")
+    print(f"\n   position gap to the MuJoCo replay on motions not trained on ({', '.join(motions)}), rmse [rad]")
     print("   " + "".join(f"{_SHORT[n]:>9}" for n in JOINT_NAMES))
     for key, label in (("before", "baseline"), ("after", "compensated"), ("change_percent", "change %")):
         print("   " + "".join(f"{_format(rmse[key].get(n)):>9}" for n in JOINT_NAMES) + f"   {label}")

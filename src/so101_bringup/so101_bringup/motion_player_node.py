@@ -19,9 +19,11 @@ from builtin_interfaces.msg import Duration
 from rclpy.node import Node
 from sensor_msgs.msg import JointState
 from std_srvs.srv import Trigger
-from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
+from trajectory_msgs.msg import JointTrajectory as ChunkMsg
+from trajectory_msgs.msg import JointTrajectoryPoint
 
 from so101_bringup.motions import MotionError, MotionPlayerParameters, load_motion, sample
+from so101_common.trajectory import JointTrajectory
 from so101_ros.node_params import declare_parameters
 from so101_ros.node_runner import run_node
 
@@ -46,7 +48,7 @@ class MotionPlayerNode(Node):
         self.rate_hz = rate_hz
         self.chunk_steps = p.chunk_steps
         self.pub = self.create_publisher(JointState, "output", 10)
-        self.chunk_pub = self.create_publisher(JointTrajectory, "output_chunk", 10) if p.chunk_steps else None
+        self.chunk_pub = self.create_publisher(ChunkMsg, "output_chunk", 10) if p.chunk_steps else None
         self.create_service(Trigger, "~/start", self._on_start)
         self.create_service(Trigger, "~/stop", self._on_stop)
         self.create_timer(1.0 / rate_hz, self._on_tick)
@@ -77,7 +79,7 @@ class MotionPlayerNode(Node):
         msg.position = [float(v) for v in sample(self.motion, t)]
         self.pub.publish(msg)
         if self.chunk_pub is not None:
-            chunk = JointTrajectory()
+            chunk = ChunkMsg()
             chunk.header.stamp = msg.header.stamp
             chunk.joint_names = list(self.motion.names)
             for k in range(self.chunk_steps + 1):  # the current command first, as a policy's chunk
@@ -90,6 +92,11 @@ class MotionPlayerNode(Node):
                     positions=[float(v) for v in sample(self.motion, when)],
                     time_from_start=Duration(sec=seconds, nanosec=int(round((ahead - seconds) * 1e9)))))
             self.chunk_pub.publish(chunk)
+
+    def set_motion(self, motion: JointTrajectory) -> None:
+        """Play ``motion`` from now on (stopped: its first pose is held if ``hold_start_pose``)."""
+        self.motion = motion
+        self.playing, self.finished = False, False
 
     def restart(self) -> None:
         """Play the motion from its beginning (after ``start_delay``)."""

@@ -25,9 +25,28 @@ def test_demo_single_episode_records_pairs_and_reports(tmp_path: Path) -> None:
     bags = [p for p in (run / "bags").iterdir() if p.is_dir()]
     assert len(bags) == 1 and list(bags[0].glob("*.mcap"))
     episode = PairedDataset.load(run / "dataset").episodes[0]
+    assert episode.name == "sweep"  # the motion's name, not the bag's
     # the virtual arm really moved through the driver, and the MuJoCo replay followed the same commands
     assert np.all(np.ptp(episode.real_position, axis=0) > 0.1)
     assert np.nanmax(np.abs(episode.real_position - episode.sim_position)) < 0.5
     summary = json.loads((run / "report" / "summary.json").read_text())
     assert all(0.0 <= v < 0.3 for v in summary["overall"]["position"]["rmse"].values())
     assert "data:image/png;base64," in (run / "report" / "report.html").read_text()
+
+
+def test_demo_loop_trains_on_excitation_and_judges_on_motions_it_never_saw(tmp_path: Path) -> None:
+    out = tmp_path / "loop"
+    result = subprocess.run(
+        [sys.executable, "-m", "so101_bringup.cli", "demo", "--excitation", "1", "--excitation-seconds", "8",
+         "--eval-motion", "wave", "--duration", "4", "--epochs", "3", "--print-period", "2", "--out", str(out)],
+        env=private_ros_env(), capture_output=True, text=True, timeout=400)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    trained_on = PairedDataset.load(out / "excitation" / "dataset")
+    assert [e.name for e in trained_on] == ["excitation-0"]
+    for condition in ("baseline", "compensated"):
+        assert [e.name for e in PairedDataset.load(out / condition / "dataset")] == ["wave"]
+    comparison = json.loads((out / "comparison" / "comparison.json").read_text())
+    rmse = comparison["delta"]["position"]["rmse"]
+    assert set(rmse["before"]) == set(rmse["after"]) >= {"shoulder_lift", "elbow_flex"}
+    assert comparison["labels"] == ["baseline", "compensated"]
+    assert "motions not trained on (wave)" in result.stdout

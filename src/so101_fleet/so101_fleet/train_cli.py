@@ -47,7 +47,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         config = TrainConfig(arch=args.arch, history=args.history, horizon=args.horizon, epochs=args.epochs,
                              hidden=args.hidden, seed=args.seed, delta_bound=args.delta_bound,
-                             delta_slew=args.delta_slew, delta_smoothing_s=args.delta_smoothing, delta_l2=args.delta_l2)
+                             delta_slew=args.delta_slew, delta_smoothing_s=args.delta_smoothing, delta_l2=args.delta_l2,
+                             feedback_gain=args.feedback_gain, measured_inputs=args.measured_inputs)
         result = train_on_ray(args.dataset, config, workers=workers, ray_address=args.ray_address,
                               storage=args.ray_storage)
         error = export(result.module, result.metadata, args.out, file_format)

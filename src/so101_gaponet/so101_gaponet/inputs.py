@@ -45,7 +45,7 @@ class RelativeStateInputs(nn.Module):
     absolute_mask: torch.Tensor
 
     def __init__(self, net: nn.Module, normalisation: Normalisation, joints: tuple[str, ...],
-                 relative_scale: np.ndarray) -> None:
+                 relative_scale: np.ndarray, measured_inputs: bool = False) -> None:
         super().__init__()
         count = len(joints)
         self.net, self.joints = net, count
@@ -57,17 +57,24 @@ class RelativeStateInputs(nn.Module):
         self.register_buffer("command_std", torch.tensor(normalisation.command_std, dtype=torch.float32))
         self.register_buffer("inverse_scale", torch.from_numpy(1.0 / np.asarray(relative_scale, dtype=np.float32)))
         self.register_buffer("absolute_mask", torch.tensor([1.0 if n in GRAVITY_JOINTS else 0.0 for n in joints]))
+        self.measured_inputs = measured_inputs
 
     def transform(self, history: torch.Tensor, commands: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         joints = self.joints
         position = history[:, :, :joints] * self.position_std + self.position_mean
-        current = position[:, -1:, :]
         raw_commands = commands * self.command_std + self.command_mean
-        relative_position = (position - current) * self.inverse_scale
+        if self.measured_inputs:
+            current = position[:, -1:, :]
+            pose = history[:, -1:, :joints] * self.absolute_mask
+            relative_position = (position - current) * self.inverse_scale
+            velocity = history[:, :, joints:2 * joints]
+        else:
+            current = raw_commands[:, :1, :]
+            pose = (current - self.position_mean) / self.position_std * self.absolute_mask
+            relative_position = torch.zeros_like(position)
+            velocity = torch.zeros_like(position)
         relative_commands = (raw_commands - current) * self.inverse_scale
-        pose = history[:, -1:, :joints] * self.absolute_mask
-        return (torch.cat((relative_position, history[:, :, joints:2 * joints],
-                           torch.zeros_like(relative_position)), dim=2),
+        return (torch.cat((relative_position, velocity, torch.zeros_like(relative_position)), dim=2),
                 torch.cat((pose, relative_commands), dim=1))
 
     def forward(self, history: torch.Tensor, commands: torch.Tensor) -> torch.Tensor:

@@ -58,6 +58,9 @@ class TrainConfig:
     history: int = 4  # rows of history the model reads
     horizon: int = 8  # command rows the model reads: the current command and horizon − 1 upcoming ones
     feedback_gain: float = 0.05  # integral feedback of the core per step (see module doc); 0 = none
+    # False (default): the network reads the command rows only, a feed-forward; the core's integral feedback
+    # is the only path from the measured state (see so101_gaponet.inputs for why)
+    measured_inputs: bool = False
     epochs: int = 30  # passes over the training samples
     batch_size: int = 256
     learning_rate: float = 3e-3
@@ -321,7 +324,8 @@ def compensator_module(samples: CompensatorSamples, config: TrainConfig, normali
     """The network to fit: :class:`~so101_gaponet.inputs.RelativeStateInputs` around ``config.arch``."""
     # relative inputs are scaled by the spread of Δ per joint (what the network must produce)
     scale = np.maximum(samples.delta.std(axis=0), 1e-3)
-    return RelativeStateInputs(build_model(compensator_arch(samples, config)), normalisation, samples.joints, scale)
+    return RelativeStateInputs(build_model(compensator_arch(samples, config)), normalisation, samples.joints, scale,
+                               measured_inputs=config.measured_inputs)
 
 
 def compensator_metadata(samples: CompensatorSamples, config: TrainConfig, normalisation: Normalisation,

@@ -12,20 +12,29 @@ TORCHSCRIPT_SUFFIXES = (".pt", ".pth", ".ts")  # any other suffix gets ONNX, the
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from so101_gaponet.train import TrainConfig
+
+    d = TrainConfig()  # the trainer's defaults are the one source of these
     parser.add_argument("--dataset", action="append", required=True, type=Path, help="paired dataset folder (repeatable)")
-    parser.add_argument("--arch", choices=("deeponet", "transformer", "mlp", "linear"), default="deeponet",
-                        help="network (default deeponet)")
-    parser.add_argument("--history", type=int, default=4, help="history rows the model reads (default 4)")
-    parser.add_argument("--horizon", type=int, default=5,
-                        help="steps over which the target trajectory is reached, ≈ the arm's lag in steps (default 5)")
-    parser.add_argument("--epochs", type=int, default=30, help="training epochs (default 30)")
-    parser.add_argument("--hidden", type=int, default=64, help="hidden layer width (default 64)")
-    parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    parser.add_argument("--arch", choices=("deeponet", "transformer", "mlp", "linear"), default=d.arch,
+                        help=f"network (default {d.arch})")
+    parser.add_argument("--history", type=int, default=d.history, help=f"history rows the model reads (default {d.history})")
+    parser.add_argument("--horizon", type=int, default=d.horizon,
+                        help=f"command rows: the current command and horizon − 1 upcoming ones (default {d.horizon})")
+    parser.add_argument("--epochs", type=int, default=d.epochs, help=f"training epochs (default {d.epochs})")
+    parser.add_argument("--hidden", type=int, default=d.hidden, help=f"hidden layer width (default {d.hidden})")
+    parser.add_argument("--seed", type=int, default=d.seed, help=f"random seed (default {d.seed})")
     parser.add_argument("--delta-bound", type=float, default=None, help="|Δ| limit in rad for every joint (default: from the data)")
     parser.add_argument("--delta-slew", type=float, default=None,
-                        help="Δ slew limit in rad/step for every joint (default: a tenth of each Δ bound)")
-    parser.add_argument("--delta-smoothing", type=float, default=0.0, help="Δ low-pass time constant in s (default 0: off)")
-    parser.add_argument("--delta-l2", type=float, default=0.05, help="weight of the L2 penalty pulling Δ toward 0 (default 0.05)")
+                        help="Δ slew limit in rad/step for every joint (default: a third of each Δ bound)")
+    parser.add_argument("--delta-smoothing", type=float, default=d.delta_smoothing_s,
+                        help=f"Δ low-pass time constant in s (default {d.delta_smoothing_s:g}: off)")
+    parser.add_argument("--delta-l2", type=float, default=d.delta_l2,
+                        help=f"weight of an L2 penalty pulling Δ toward 0 (default {d.delta_l2:g})")
+    parser.add_argument("--feedback-gain", type=float, default=d.feedback_gain,
+                        help=f"integral feedback of the compensator core per step (default {d.feedback_gain:g})")
+    parser.add_argument("--measured-inputs", action="store_true",
+                        help="also feed the measured state to the network (rings on arms unlike the training arm)")
     parser.add_argument("--out", type=Path, required=True, help="model file to write, e.g. models/NAME.onnx")
     parser.add_argument("--format", choices=("onnx", "torchscript"), default=None,
                         help="file format (default: from the suffix: .pt/.pth/.ts → torchscript, else onnx). "
@@ -44,7 +53,8 @@ def run(args: argparse.Namespace) -> int:
         figures = train_and_export(args.dataset, args.out, file_format, arch=args.arch, history=args.history,
                                    horizon=args.horizon, epochs=args.epochs, hidden=args.hidden, seed=args.seed,
                                    delta_bound=args.delta_bound, delta_slew=args.delta_slew,
-                                   delta_smoothing_s=args.delta_smoothing, delta_l2=args.delta_l2)
+                                   delta_smoothing_s=args.delta_smoothing, delta_l2=args.delta_l2,
+                                   feedback_gain=args.feedback_gain, measured_inputs=args.measured_inputs)
     except (DatasetError, TrainingError, ModelFileError, RuntimeError) as err:
         print(f"so101 train-gaponet: error: {err}", file=sys.stderr)
         return 1

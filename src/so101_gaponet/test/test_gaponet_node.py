@@ -140,8 +140,11 @@ def test_a_30_hz_policy_into_a_50_hz_model_gets_50_hz_steps_holding_its_latest_c
     with NodeProcess("so101_gaponet.compensator_node", ["--ros-args", "-p", f"model_path:={SHIPPED_MODEL}"]) as proc:
         assert wait_for(lambda: executor.spin_once(timeout_sec=0.01) or commands.get_subscription_count() > 0,
                         timeout=20.0, interval=0.0), proc.output()
-        policy = node.create_timer(1 / 30, lambda: (sent.append(0.01 * len(sent)),
-                                                    commands.publish(_msg(measured + sent[-1]))))
+        def publish_command() -> None:
+            sent.append(0.01 * len(sent))
+            commands.publish(_msg(measured + sent[-1]))
+
+        policy = node.create_timer(1 / 30, publish_command)
         arm = node.create_timer(1 / 50, lambda: states.publish(_msg(measured)))
         assert wait_for(lambda: executor.spin_once(timeout_sec=0.01) or len(outputs) >= 120, timeout=30.0,
                         interval=0.0), proc.output()
@@ -170,8 +173,12 @@ def test_the_action_chunk_reaches_the_model_rows() -> None:
         node = CompensatorNode(context=context, cli_args=["--ros-args", "-p", f"model_path:={SHIPPED_MODEL}"])
         seen: list[np.ndarray | None] = []
         original = node.core.compensate
-        node.core.compensate = lambda command, now=None, upcoming=None: (seen.append(upcoming),  # type: ignore[method-assign]
-                                                                          original(command, now, upcoming))[1]
+
+        def recording_compensate(command, now=None, upcoming=None):
+            seen.append(upcoming)
+            return original(command, now, upcoming)
+
+        node.core.compensate = recording_compensate  # type: ignore[method-assign]
         chunk = JointTrajectory()
         chunk.header.stamp = node.get_clock().now().to_msg()
         chunk.joint_names = list(reversed(JOINT_NAMES))  # any order: matched by name

@@ -55,7 +55,8 @@ def test_samples_touching_a_fault_span_are_left_out(lag_dataset: Path) -> None:
 def test_cli_trains_a_model_that_learns_the_known_inverse(lag_dataset: Path, tmp_path: Path, capsys) -> None:
     out = tmp_path / "lag.onnx"
     args = argparse.Namespace(dataset=[lag_dataset], arch="mlp", history=2, horizon=1, epochs=25, hidden=32, seed=0,
-                              delta_bound=1.0, delta_slew=None, delta_smoothing=0.0, delta_l2=0.0, out=out, format=None)
+                              delta_bound=1.0, delta_slew=None, delta_smoothing=0.0, delta_l2=0.0, out=out, format=None,
+                              feedback_gain=0.0, measured_inputs=True)
     assert train_cli.run(args) == 0
     assert "validation loss" in capsys.readouterr().out
     model = load_model(out, joints=JOINT_NAMES, rate_hz=50.0)
@@ -75,6 +76,7 @@ def test_cli_trains_a_model_that_learns_the_known_inverse(lag_dataset: Path, tmp
 def test_compensated_arm_tracks_better(tmp_path: Path, lag_dataset: Path) -> None:
     # Horizon 1 without the Δ penalty: the exact one-step inverse, right for this exact arm (see the module doc).
     result = train([lag_dataset], TrainConfig(arch="deeponet", history=2, horizon=1, epochs=15, hidden=32, delta_bound=1.0,
+                                              measured_inputs=True, feedback_gain=0.0,
                                               delta_l2=0.0, progress=False))
     from so101_gaponet.model_file import save_onnx
 
@@ -100,5 +102,5 @@ def test_training_refuses_bad_settings_and_data(tmp_path: Path) -> None:
         TrainConfig(arch="resnet")
     args = argparse.Namespace(dataset=[tmp_path / "nowhere"], arch="mlp", history=2, horizon=1, epochs=1, hidden=8,
                               seed=0, delta_bound=None, delta_slew=None, delta_smoothing=0.0, delta_l2=0.05,
-                              out=tmp_path / "x.onnx", format=None)
+                              out=tmp_path / "x.onnx", format=None, feedback_gain=0.05, measured_inputs=False)
     assert train_cli.run(args) == 1

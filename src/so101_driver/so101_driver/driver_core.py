@@ -36,7 +36,7 @@ from so101_common.joints import GRIPPER, JOINT_NAMES
 from so101_driver.calibration import JointMapping, MotorCalibration
 from so101_driver.errors import BusError, CommandRejected, PortError
 from so101_driver.feedback import BusCounters, Feedback
-from so101_driver.health import DiagnosticEntry, FaultWindow, bus_status, rate_values, servo_entry
+from so101_driver.health import DiagnosticEntry, FaultWindow, bus_status, rate_values, servo_entry, servo_fault_kinds
 from so101_driver.readings import CommandResult, CycleResult, JointSample, ServoTelemetry
 
 __all__ = [
@@ -439,6 +439,12 @@ class DriverCore:
             entries += [servo_entry(prefix, self.config, t, goals.get(t.joint), self._servos[t.joint].peak_voltage_v)
                         for t in telemetry]
             return entries
+
+    def servo_faults(self) -> frozenset[tuple[str, str]]:
+        """(joint, fault kind) of every servo fault now: the node publishes ``/diagnostics`` at once when it
+        changes, so a protection trip reaches the recorder and the motion's supervisor within a cycle."""
+        with self._lock:
+            return frozenset((t.joint, kind.value) for t in self.telemetry() for kind in servo_fault_kinds(self.config, t))
 
     def _bus_entry(self, prefix: str, telemetry: Sequence[ServoTelemetry]) -> DiagnosticEntry:
         faulted = [t.joint for t in telemetry if t.faulted]

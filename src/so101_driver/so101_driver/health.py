@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from so101_common.diagnostics import Level
+from so101_common.servo_faults import FAULTS_KEY, JOINT_KEY, ServoFaultKind
 from so101_driver.control_table import decode_error_bits
 from so101_driver.feedback import BusCounters
 
@@ -20,7 +21,8 @@ if TYPE_CHECKING:
     from so101_driver.driver_core import DriverConfig
     from so101_driver.readings import ServoTelemetry
 
-__all__ = ["DiagnosticEntry", "FaultRates", "FaultWindow", "bus_status", "rate_values", "servo_entry"]
+__all__ = ["DiagnosticEntry", "FaultRates", "FaultWindow", "bus_status", "rate_values", "servo_entry",
+           "servo_fault_kinds"]
 
 
 @dataclass(frozen=True)
@@ -117,11 +119,20 @@ def rate_values(config: DriverConfig, rates: FaultRates) -> dict[str, str]:
     }
 
 
+def servo_fault_kinds(config: DriverConfig, t: ServoTelemetry) -> tuple[ServoFaultKind, ...]:
+    """The servo's faults (``so101_common.servo_faults``): its error-byte protections, or ``lost`` once it has
+    been silent for ``missing_after_failures`` cycles (one missed reply is a bus statistic, not a fault)."""
+    if t.faulted or t.feedback is None:
+        lost = t.probe_interval_s or t.consecutive_failures >= config.missing_after_failures
+        return (ServoFaultKind.LOST,) if lost else ()
+    return tuple(ServoFaultKind[bit.name] for bit in decode_error_bits(t.feedback.status | t.feedback.error))
+
+
 def servo_entry(prefix: str, config: DriverConfig, t: ServoTelemetry, goal: float | None,
                 peak_voltage_v: float) -> DiagnosticEntry:
     """One servo's entry: ERROR when faulted or flagging errors, WARN when hot, sagging or over current."""
     name, hw = f"{prefix}: {t.joint}", f"servo {t.servo_id}"
-    values = {"servo_id": str(t.servo_id), "consecutive_failures": str(t.consecutive_failures),
+    values = {JOINT_KEY: t.joint, "servo_id": str(t.servo_id), "consecutive_failures": str(t.consecutive_failures),
               "total_failures": str(t.total_failures)}
     if goal is not None:
         values["goal_rad"] = f"{goal:.4f}"
@@ -130,6 +141,8 @@ def servo_entry(prefix: str, config: DriverConfig, t: ServoTelemetry, goal: floa
         values["fault"] = t.fault_reason
         if t.probe_interval_s:
             values["probe_interval_s"] = f"{t.probe_interval_s:g}"
+        if kinds := servo_fault_kinds(config, t):
+            values[FAULTS_KEY] = ",".join(kinds)
         return DiagnosticEntry(name, Level.ERROR, t.fault_reason or "no data", hw, values)
     flags = decode_error_bits(fb.status | fb.error)
     values.update({
@@ -145,6 +158,7 @@ def servo_entry(prefix: str, config: DriverConfig, t: ServoTelemetry, goal: floa
         "errors": ",".join(b.name for b in flags),
     })
     if flags:
+        values[FAULTS_KEY] = ",".join(servo_fault_kinds(config, t))
         return DiagnosticEntry(name, Level.ERROR, "servo reports " + ", ".join(b.name for b in flags), hw, values)
     warnings = []
     if fb.temperature >= config.temperature_warn_c:

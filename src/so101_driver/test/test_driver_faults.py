@@ -126,3 +126,28 @@ def test_missing_port_is_waited_for_with_backoff_then_started(bus, cals, clock):
         clock.t += 0.01
         core.cycle()
     assert _entries(core)["bus"].level == Level.OK
+
+
+def test_servo_faults_are_named_for_the_contract_and_a_single_miss_is_not_one(bus, cals, clock):
+    """The fault kinds a servo's status carries (so101_common.servo_faults), read back as consumers read them."""
+    from so101_common.servo_faults import ServoFaultKind, read_servo_fault
+
+    core = DriverCore(bus, cals, clock=clock, config=DriverConfig(missing_after_failures=3))
+    core.start()
+    assert core.servo_faults() == frozenset()
+    bus.status[2] = 1 << 5  # shoulder_lift: the overload bit of the error byte
+    clock.t += 0.01
+    core.cycle()
+    assert core.servo_faults() == {("shoulder_lift", "overload")}
+    fault = read_servo_fault(_entries(core)["shoulder_lift"].values, _entries(core)["shoulder_lift"].message)
+    assert fault is not None and fault.joint == "shoulder_lift" and fault.kinds == (ServoFaultKind.OVERLOAD,)
+    healthy = read_servo_fault(_entries(core)["elbow_flex"].values)
+    assert healthy is not None and healthy.kinds == ()
+    bus.status.clear()
+    bus.unplugged.add(3)
+    for cycle in range(3):
+        clock.t += 0.01
+        core.cycle()
+        lost = ("elbow_flex", "lost") in core.servo_faults()
+        assert lost == (cycle == 2), f"cycle {cycle}: one or two missed replies are not a lost servo"
+    assert read_servo_fault(_entries(core)["elbow_flex"].values).kinds == (ServoFaultKind.LOST,)

@@ -27,6 +27,7 @@ from typing import Any, Literal
 import yaml
 from pydantic.dataclasses import dataclass
 
+from so101_common.paired_dataset import FaultSpan
 from so101_common.schema import STRICT_DATACLASS, SchemaError, read_yaml, validate
 from so101_recorder.errors import RecorderError, io_error
 
@@ -92,6 +93,9 @@ class EpisodeMetadata:
     error: str | None = None  # why it failed, when it did
     topics: dict[str, TopicStats] = field(default_factory=dict)
     recovery: dict[str, Any] | None = None  # what recovery found, when the bag was recovered
+    # servo faults reported on /diagnostics while recording (so101_common.servo_faults); start/end are
+    # seconds on the ROS clock that stamps the recorded messages (header stamps), end None = still on at stop
+    faults: list[FaultSpan] = field(default_factory=list)
     schema_version: Literal[1] = SCHEMA_VERSION
 
     @property
@@ -100,6 +104,7 @@ class EpisodeMetadata:
 
     def to_dict(self) -> dict[str, Any]:
         record = asdict(self)
+        record["faults"] = [span.model_dump() for span in self.faults]
         record["start_time"] = iso_utc(self.start_time_ns)
         record["stop_time"] = iso_utc(self.stop_time_ns) if self.stop_time_ns is not None else None
         return record

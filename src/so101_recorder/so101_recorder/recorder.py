@@ -16,6 +16,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from so101_common.paired_dataset import FaultSpan
+from so101_common.servo_faults import FaultSpanTracker, ServoFault
 from so101_recorder.bag_writer import EpisodeWriter, next_episode_path
 from so101_recorder.errors import RecorderError
 from so101_recorder.metadata import EpisodeMetadata, file_ref
@@ -111,6 +113,7 @@ class Recorder:
         self._errors = 0
         self._last_error: str | None = None
         self._bad_topics: dict[str, str] = {}
+        self._faults = FaultSpanTracker()
 
     @property
     def recording(self) -> bool:
@@ -142,6 +145,7 @@ class Recorder:
             self._last_bag = writer.path
             self._started = self._clock()
             self._bad_topics.clear()
+            self._faults = FaultSpanTracker()
             return writer.path
 
     def stop(self) -> EpisodeMetadata | None:
@@ -192,6 +196,28 @@ class Recorder:
                 self._error(str(err))
                 raise
             return True
+
+    def observe_faults(self, stamp: float, faults: list[ServoFault]) -> None:
+        """One ``/diagnostics`` report's servo faults (``stamp``: its header stamp, s): spans go into the
+        episode's metadata; ``episode.yaml`` is rewritten at once when one opens, so a crash that the fault
+        causes cannot lose it."""
+        with self._lock:
+            writer = self._writer
+            if writer is None:
+                return
+            opened = self._faults.observe(stamp, faults)
+            writer.metadata.faults = self._faults.spans()
+            if opened:
+                try:
+                    writer.metadata.save(writer.path)
+                except RecorderError as err:
+                    self._error(str(err))
+                    raise
+
+    def current_faults(self) -> list[FaultSpan]:
+        """The fault spans of the open episode so far (empty when idle)."""
+        with self._lock:
+            return self._faults.spans() if self._writer is not None else []
 
     def tick(self) -> EpisodeMetadata | None:
         """Periodic work: flush when due; stop at ``max_episode_s`` (returns the finished episode then)."""

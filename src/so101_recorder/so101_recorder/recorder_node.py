@@ -3,6 +3,8 @@
 Topics are subscribed raw (no deserialisation) with the type each one advertises; topics that
 appear later are picked up by periodic rediscovery. QoS follows the publishers (reliable only if
 all of them are, transient-local likewise), as ``ros2 bag record`` does. State goes to ``/diagnostics``.
+Servo faults the driver reports on ``/diagnostics`` go into the episode's metadata as spans
+(``so101_common.servo_faults``): a fault is not a gap, and pairing and training need to know where it was.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from std_msgs.msg import Empty
 from std_srvs.srv import Trigger
 
+from so101_common.servo_faults import read_servo_fault
 from so101_recorder.errors import RecorderError
 from so101_recorder.parameters import DEFAULT_TOPICS, RecorderParameters
 from so101_recorder.recorder import Recorder, RecorderConfig
@@ -50,6 +53,7 @@ class RecorderNode(Node):
         self.create_service(Trigger, "~/start", self._start)
         self.create_service(Trigger, "~/stop", self._stop)
         self.create_subscription(Empty, "~/toggle", self._toggle, 10)
+        self.create_subscription(DiagnosticArray, "/diagnostics", self._on_diagnostics, 50)
         self.create_timer(float(get("discovery_period_s")), self.discover)
         self.create_timer(min(0.1, self.recorder.config.flush_period_s / 2), self._tick)
         self.create_timer(float(get("diagnostics_period_s")), self.publish_diagnostics)
@@ -102,6 +106,20 @@ class RecorderNode(Node):
             self.recorder.write(topic, msgtype, data, self.get_clock().now().nanoseconds)
         except RecorderError as err:
             self.get_logger().error(str(err))
+
+    def _on_diagnostics(self, msg: DiagnosticArray) -> None:
+        try:
+            faults = [f for status in msg.status
+                      if (f := read_servo_fault({kv.key: kv.value for kv in status.values}, status.message))]
+        except ValueError as err:
+            self.get_logger().error(f"/diagnostics from {msg.status[0].name if msg.status else '?'}: {err}")
+            return
+        if faults:
+            stamp = msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9
+            try:
+                self.recorder.observe_faults(stamp, faults)
+            except RecorderError as err:
+                self.get_logger().error(str(err))
 
     # -- episodes --------------------------------------------------------------------------------
     def start_episode(self) -> tuple[bool, str]:

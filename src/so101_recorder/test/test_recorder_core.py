@@ -127,3 +127,22 @@ def test_live_config_updates_are_validated_all_or_nothing(tmp_path):
     with pytest.raises(RecorderError, match="robot_id"):
         config.update({"task": "c", "robot_id": ""})
     assert config.task == "b"
+
+
+def test_servo_faults_go_into_the_episode_metadata_at_once_and_per_episode(tmp_path):
+    from so101_common.servo_faults import ServoFault, ServoFaultKind
+
+    recorder = Recorder(RecorderConfig(root=tmp_path, task="wave"))
+    overload = ServoFault("shoulder_lift", (ServoFaultKind.OVERLOAD,), "servo reports OVERLOAD")
+    recorder.observe_faults(5.0, [overload])  # idle: not part of any episode
+    bag = recorder.start()
+    recorder.observe_faults(10.0, [ServoFault("shoulder_lift", (), "ok")])
+    recorder.observe_faults(12.5, [overload])
+    on_disk = load_episode(bag)  # written when the span opened, before the episode ends (a crash keeps it)
+    assert [(s.joint, s.fault, s.start, s.end) for s in on_disk.faults] == [("shoulder_lift", "overload", 12.5, None)]
+    recorder.observe_faults(13.0, [ServoFault("shoulder_lift", (), "ok")])
+    episode = recorder.stop()
+    assert [(s.start, s.end, s.message) for s in episode.faults] == [(12.5, 13.0, "servo reports OVERLOAD")]
+    assert load_episode(bag).faults == episode.faults and Bag(bag).episode.faults == episode.faults
+    recorder.start()
+    assert recorder.current_faults() == []  # a new episode starts without the last one's spans

@@ -4,6 +4,10 @@
 mean over episodes ("overall"). ``write_report`` draws per-episode time plots (command, real, sim per
 joint), a per-joint error bar chart and a summary table; ``write_comparison`` draws the grouped
 before/after bar chart for two datasets (e.g. without/with compensation) and a delta table.
+
+Faults are not gaps: samples inside an episode's servo-fault spans (``PairedEpisode.faults()``) are left
+out of the metrics; the summary lists the spans (``faults``), the page has a table of them and the time
+plots shade them.
 """
 
 from __future__ import annotations
@@ -24,7 +28,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from so101_common.joints import JOINT_NAMES
-from so101_common.paired_dataset import PairedDataset, PairedEpisode
+from so101_common.paired_dataset import FaultSpan, PairedDataset, PairedEpisode
+from so101_common.servo_faults import format_fault
 from so101_sim2real.analysis.metrics import QUANTITIES, MetricsConfig, episode_metrics
 
 __all__ = ["SUMMARY_FORMAT", "ReportError", "summarize", "write_report", "write_comparison", "HEADLINE_METRICS"]
@@ -52,7 +57,11 @@ def summarize(dataset: PairedDataset, config: MetricsConfig | None = None, sourc
     for episode in dataset:
         episode_config = MetricsConfig(config.large_gap_thresholds,
                                        config.unsigned_real_effort or bool(episode.metadata.get("real_effort_unsigned")))
-        metrics = episode_metrics(episode, dt, episode_config)
+        healthy = _without_faults(episode)
+        if healthy is None:
+            _LOG.warning("episode %s is faulted throughout: no metrics", episode.name)
+            continue
+        metrics = episode_metrics(healthy, dt, episode_config)
         episodes[episode.name] = {q: {m: _per_joint(v) for m, v in metrics[q].items()} for q in QUANTITIES}
         for q in QUANTITIES:
             for m, v in metrics[q].items():
@@ -76,7 +85,21 @@ def summarize(dataset: PairedDataset, config: MetricsConfig | None = None, sourc
         "overall": overall,
         # episodes paired from a cut bag: their data stops at the cut
         "truncated_inputs": {e.name: list(e.metadata["truncated"]) for e in dataset if e.metadata.get("truncated")},
+        # servo faults (s on the episode's time axis): their samples are not in the metrics
+        "faults": {e.name: [span.model_dump() for span in e.faults()] for e in dataset if e.faults()},
     }
+
+
+def _without_faults(episode: PairedEpisode) -> PairedEpisode | None:
+    """The episode without its faulted samples (itself when it has none; None when fewer than 2 remain)."""
+    mask = episode.fault_mask()
+    if not mask.any():
+        return episode
+    keep = ~mask
+    if keep.sum() < 2:
+        return None
+    return PairedEpisode(episode.name, episode.time[keep], **{k: v[keep] for k, v in episode.arrays().items()
+                                                               if k != "time"}, metadata=episode.metadata)
 
 
 def write_report(dataset: PairedDataset, summary: dict[str, Any], out_dir: str | Path,
@@ -99,6 +122,9 @@ def write_report(dataset: PairedDataset, summary: dict[str, Any], out_dir: str |
               ("Position RMSE per episode (rad)", _episode_table(summary, "position", "rmse"))]
     if summary.get("truncated_inputs"):
         tables.insert(0, ("Episodes from truncated bags (data stops at the cut)", _truncation_table(summary)))
+    if summary.get("faults"):
+        tables.insert(0, ("Servo faults (their spans are shaded in the plots and left out of the metrics)",
+                          _fault_table(summary)))
     page = _html_page(f"Sim-to-real gap: {summary.get('dataset') or 'dataset'}", tables, figures, summary)
     (out / "report.html").write_text(page)
     return out / "report.html"
@@ -145,12 +171,17 @@ def _time_plot(episode: PairedEpisode, path: Path, seconds: float = 15.0) -> Non
     """Command, real and sim per joint over the first ``seconds`` (longer spans blur into bands)."""
     shown = episode.time <= episode.time[0] + seconds
     t = episode.time[shown]
+    healthy = ~episode.fault_mask()
     fig, axes = plt.subplots(3, 2, figsize=(12, 8.5), sharex=True)
     for j, (name, ax) in enumerate(zip(JOINT_NAMES, axes.T.ravel(), strict=True)):
         ax.plot(t, episode.command[shown, j], color=_COLOURS["command"], lw=1.0, ls="--", label="command")
         ax.plot(t, episode.real_position[shown, j], color=_COLOURS["real"], lw=1.4, label="real")
         ax.plot(t, episode.sim_position[shown, j], color=_COLOURS["sim"], lw=1.2, alpha=0.85, label="sim")
-        rmse = np.sqrt(np.nanmean((episode.sim_position[:, j] - episode.real_position[:, j]) ** 2))
+        rmse = np.sqrt(np.nanmean((episode.sim_position[healthy, j] - episode.real_position[healthy, j]) ** 2))
+        for fault in episode.faults():
+            if fault.joint in (name, "bus"):
+                ax.axvspan(fault.start, t[-1] if fault.end is None else fault.end, color="#ffb3b3", alpha=0.5,
+                           label=f"fault: {fault.fault}")
         ax.set_title(f"{name}  (sim−real RMSE {rmse:.3f} rad)", fontsize=10)
         ax.set_ylabel("rad")
         ax.grid(True, alpha=0.3)
@@ -225,6 +256,13 @@ def _truncation_table(summary: dict[str, Any]) -> str:
     rows = "".join(f"<tr><th>{html.escape(name)}</th><td style='text-align:left'>{html.escape(note)}</td></tr>"
                    for name, notes in summary["truncated_inputs"].items() for note in notes)
     return f"<table><tr><th>episode</th><th>input</th></tr>{rows}</table>"
+
+
+def _fault_table(summary: dict[str, Any]) -> str:
+    rows = "".join(f"<tr><th>{html.escape(name)}</th><td style='text-align:left'>"
+                   f"{html.escape(format_fault(FaultSpan(**span)))}</td></tr>"
+                   for name, spans in summary["faults"].items() for span in spans)
+    return f"<table><tr><th>episode</th><th>fault</th></tr>{rows}</table>"
 
 
 def _delta_table(entry: dict[str, Any], labels: Sequence[str]) -> str:

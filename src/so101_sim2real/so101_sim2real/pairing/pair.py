@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 from tqdm import tqdm
 
-from so101_common.paired_dataset import PairedDataset
+from so101_common.paired_dataset import FaultSpan, PairedDataset, PairedEpisode
+from so101_common.servo_faults import format_fault
 from so101_common.trajectory import JointTrajectory
 from so101_sim2real.pairing.align import AlignConfig, AlignmentError, ClockFit, align_episode
 from so101_sim2real.replay import sage
@@ -45,6 +46,7 @@ class Run:
     command: JointTrajectory | None  # commanded positions, if recorded
     window: tuple[float, float] | None = None  # part to keep on this run's clock (SAGE: MOTION_START..DISABLE)
     metadata: dict[str, Any] = field(default_factory=dict)  # provenance for the episode's metadata
+    faults: list[FaultSpan] = field(default_factory=list)  # servo faults while it ran, on this run's clock
 
 
 def load_runs(path: str | Path, kind: str, state_topic: str, command_topic: str) -> list[Run]:
@@ -91,6 +93,7 @@ def pair_runs(real_runs: list[Run], sim: list[Run] | Callable[[Run], tuple[Run, 
                                     sim_run.command, config, real.window, clock, metadata, prior)
         except AlignmentError as err:
             raise PairError(f"motion {real.name}: {err}") from err
+        _mark_faults(episode, real.faults)
         dataset.add(episode)
     return dataset
 
@@ -137,7 +140,24 @@ def _load_bag(path: Path, kind: str, state_topic: str, command_topic: str) -> Ru
     metadata = {"format": "bag", "path": str(path), "state_topic": state_topic,
                 "command_topic": command_topic if command is not None else None, "effort_unsigned": False,
                 "truncated": bag.truncation}
-    return Run(path.stem, state, command, None, metadata)
+    return Run(path.stem, state, command, None, metadata, list(bag.episode.faults) if bag.episode is not None else [])
+
+
+def _mark_faults(episode: PairedEpisode, faults: list[FaultSpan]) -> None:
+    """The run's fault spans on the episode's time axis (cut to it), as ``metadata["faults"]``: pairing keeps
+    the faulted samples, reports mark them, training leaves them out."""
+    start, duration = episode.metadata["grid_start_real_clock_s"], float(episode.time[-1])
+    marked = []
+    for span in faults:
+        begin, end = span.start - start, None if span.end is None else span.end - start
+        if end is not None and end < 0.0:
+            continue
+        # a fault reported as the recording ended still marks the episode (at its end)
+        marked.append(span.model_copy(update={"start": min(max(begin, 0.0), duration),
+                                              "end": None if end is None or end > duration else end}).model_dump())
+        _LOG.warning("episode %s: %s", episode.name, format_fault(FaultSpan(**marked[-1])))
+    if marked:
+        episode.metadata["faults"] = marked
 
 
 def mujoco_replayer(sim: MujocoSim | None = None) -> Callable[[Run], tuple[Run, ClockFit]]:

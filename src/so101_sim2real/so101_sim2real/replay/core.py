@@ -41,6 +41,7 @@ __all__ = [
     "joint_state_cdr",
     "write_replay_bag",
     "write_sage_sim_run",
+    "write_sage_real_run",
 ]
 
 _LOG = logging.getLogger(__name__)
@@ -177,6 +178,27 @@ def write_sage_sim_run(folder: str | Path, applied: JointTrajectory, state: Join
     run = sage.run_from_trajectories(applied.shifted(-origin), state.shifted(-origin), "sim")
     sage.write_run(run, folder)
     return folder
+
+
+def write_sage_real_run(folder: str | Path, command: JointTrajectory, state: JointTrajectory, start: float,
+                        stop: float) -> Path:
+    """A SAGE ``output/real/<robot>/<source>/<motion>/`` run folder from a recording between ``start`` and
+    ``stop`` (s on the recording's clock): as SAGE's real runs, one state row per command, stamped alike
+    (the state interpolated onto the command stamps), times in µs from ``start`` (CONTROL_MODE_ENABLE at 0,
+    MOTION_START at the first command, DISABLE at ``stop``)."""
+    command = command.slice_time(start, stop)
+    if len(command) < 2 or len(state) < 2:
+        raise ReplayError(f"{folder}: fewer than two commands or states between {start:.3f} and {stop:.3f} s")
+    at = command.time
+    columns = range(state.position.shape[1])
+    on_commands = JointTrajectory(
+        at, np.column_stack([np.interp(at, state.time, state.position[:, j]) for j in columns]),
+        np.column_stack([np.interp(at, state.time, state.velocity[:, j]) for j in columns]),
+        np.column_stack([np.interp(at, state.time, state.effort[:, j]) for j in columns]), state.names)
+    events = [("CONTROL_MODE_ENABLE", 0.0), ("MOTION_START", float(at[0]) - start), ("DISABLE", stop - start)]
+    run = sage.run_from_trajectories(command.shifted(-start), on_commands.shifted(-start), "real", events)
+    sage.write_run(run, folder)
+    return Path(folder)
 
 
 # ----------------------------------------------------------------------------------------------- live schedule

@@ -13,39 +13,29 @@ compensator trained on the excitation episodes only → the evaluation motions a
 before/after comparison on the evaluation motions (``comparison/comparison.json``, HTML + PNG, and a
 printed per-joint table). ``--single`` runs one motion once (with the shipped model unless
 ``--no-compensation``).
+
+Faults are not gaps: a servo fault (overload, overheat, voltage, lost servo) stops the motion, keeps what
+was recorded, prints the joint and the fault and ends the demo with exit status 1
+(:class:`so101_bringup.session.ServoFaultStop`); it never reaches pairing or training as a "gap".
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import signal
-import subprocess
-import sys
-import time
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
-from typing import Any
 
-import numpy as np
-from rclpy.node import Node
-from sensor_msgs.msg import JointState
-
-from so101_bringup.children import raise_for_child, run_child
-from so101_bringup.composition import ComposedGraph, GraphOptions, deploy_graph
-from so101_bringup.motion_player_node import MotionPlayerNode
-from so101_bringup.motions import EXCITATION_PREFIX, load_motion
+from so101_bringup.composition import GraphOptions
+from so101_bringup.motions import EXCITATION_PREFIX
+from so101_bringup.session import SHORT_NAMES, MotionSpec, run_session
 from so101_bringup.share import config_dir
 from so101_common.joints import JOINT_NAMES
 from so101_common.paired_dataset import PairedDataset
-from so101_testing import apply_private_ros_env, wait_for
+from so101_testing import apply_private_ros_env
 
 __all__ = ["add_arguments", "run"]
-
-_SHORT = {"shoulder_pan": "pan", "shoulder_lift": "lift", "elbow_flex": "elbow", "wrist_flex": "wflex",
-          "wrist_roll": "wroll", "gripper": "grip"}
-
 
 DEFAULT_EVAL_MOTIONS = ("multisine", "chirp_sweep")  # config/motions/<name>.txt: real SAGE motions
 
@@ -70,107 +60,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--epochs", type=int, default=30, help="GapONet training epochs in the loop (default 30)")
     parser.add_argument("--print-period", type=float, default=1.0, help="seconds between live joint-state lines")
     parser.add_argument("--no-analysis", action="store_true", help="stop after recording (no replay/pair/report)")
-
-
-class _Monitor:
-    """Latest measured and commanded positions, for the live table."""
-
-    def __init__(self, node: Node) -> None:
-        self.measured = np.full(len(JOINT_NAMES), np.nan)
-        self.commanded = np.full(len(JOINT_NAMES), np.nan)
-        node.create_subscription(JointState, "/joint_states", lambda m: self._store(m, self.measured), 10)
-        node.create_subscription(JointState, "/policy/joint_command", lambda m: self._store(m, self.commanded), 10)
-
-    def at_commanded(self, tolerance: float = 0.25) -> bool:
-        """Every joint measured within ``tolerance`` rad of its command (the gap profile's sag included)."""
-        offset = np.abs(self.measured - self.commanded)
-        return bool(np.all(np.isfinite(offset)) and offset.max() < tolerance)
-
-    @staticmethod
-    def _store(msg: JointState, target: np.ndarray) -> None:
-        for name, value in zip(msg.name, msg.position, strict=False):
-            if name in JOINT_NAMES:
-                target[JOINT_NAMES.index(name)] = value
-
-
-def _start_virtual_arm(profile: str, folder: Path) -> tuple[subprocess.Popen[bytes], Path, Path]:
-    """``so101 virtual-bus`` in its own process (as the launch files start it): its physics thread
-    then never competes with the driver for this interpreter's GIL. Returns (process, link, calibration)."""
-    folder.mkdir(parents=True, exist_ok=True)
-    cli = [sys.executable, "-m", "so101_bringup.cli", "virtual-bus"]
-    run_child([*cli, "--write-calibration", str(folder)], "the virtual SO-101 could not write its calibration")
-    link = folder / "so101_follower"
-    log_path = folder / "virtual_bus.log"
-    log = log_path.open("wb")
-    process = subprocess.Popen([*cli, "--link", str(link), "--profile", profile], stdout=log, stderr=subprocess.STDOUT)
-    if not wait_for(lambda: link.exists() or process.poll() is not None, timeout=60.0) or process.poll() is not None:
-        process.kill()
-        process.wait()
-        log.close()
-        raise_for_child("the virtual SO-101 did not start", process.returncode,
-                        log_path.read_text(errors="replace"), log_path)
-    return process, link, folder / "virtual_follower.json"
-
-
-def _run_session(label: str, opts: GraphOptions, motions: list[tuple[str, str, float]],
-                 print_period: float) -> dict[str, Path]:
-    """Play ``motions`` (``(name, source, seconds)``, seconds of a built-in motion, 0 = its default) one after
-    the other on one virtual arm and graph, each recorded as its own episode (task = the motion's name);
-    returns the bag of each motion."""
-    print(f"\n== {label}: virtual SO-101 (profile {opts.gap_profile}), compensation "
-          f"{'on' if opts.compensation else 'off'}: {', '.join(name for name, _, _ in motions)}")
-    arm, link, calibration = _start_virtual_arm(opts.gap_profile, Path(opts.bag_root).parent / "virtual_arm")
-    bags: dict[str, Path] = {}
-    try:
-        opts = replace(opts, port=str(link), calibration_file=str(calibration), motion=motions[0][1])
-        with ComposedGraph(deploy_graph(opts)) as graph:
-            player = graph.nodes["MotionPlayerNode"]
-            assert isinstance(player, MotionPlayerNode)
-            monitor = _Monitor(player)
-            recorder = graph.nodes["RecorderNode"]
-            for name, source, seconds in motions:
-                motion = load_motion(source, duration=seconds)
-                player.set_motion(motion)
-                bags[name] = _record_motion(name, motion.duration, player, monitor, recorder, Path(opts.bag_root),
-                                            print_period)
-    finally:
-        arm.send_signal(signal.SIGINT)
-        try:
-            arm.wait(10)
-        except subprocess.TimeoutExpired:
-            arm.kill()
-    return bags
-
-
-def _record_motion(name: str, duration: float, player: MotionPlayerNode, monitor: _Monitor, recorder: Any,
-                   bag_root: Path, print_period: float) -> Path:
-    # The arm first moves to the motion's start pose (the player holds it) and the recorder discovers
-    # every topic; the episode then starts at rest, as a policy rollout would.
-    topics = {"/joint_states", "/joint_command", "/policy/joint_command"}
-    if not wait_for(lambda: monitor.at_commanded() and topics <= set(recorder.subscribed), timeout=60.0):
-        raise RuntimeError(f"not ready to record {name}: arm at {monitor.measured} for {monitor.commanded}, "
-                           f"recorder subscribed to {sorted(recorder.subscribed)}")
-    recorder.recorder.config.update({"task": name})
-    before = set(bag_root.iterdir()) if bag_root.is_dir() else set()
-    ok, message = recorder.start_episode()
-    if not ok:
-        raise RuntimeError(f"recorder did not start: {message}")
-    player.restart()
-    print(f"\n   {name} ({duration:.1f} s)")
-    print("   t[s] | " + "  ".join(f"{_SHORT[n]:>15}" for n in JOINT_NAMES) + "   measured (command - measured), rad")
-    start = time.monotonic()
-    while (elapsed := time.monotonic() - start) < duration + 1.0:
-        time.sleep(print_period)
-        cells = "  ".join(f"{m:+6.3f} ({c - m:+6.3f})" for m, c in zip(monitor.measured, monitor.commanded, strict=True))
-        print(f" {elapsed:6.1f} | {cells}", flush=True)
-    ok, message = recorder.stop_episode()
-    if not ok:
-        raise RuntimeError(f"recorder did not stop cleanly: {message}")
-    print(f"   recorded: {message}")
-    new = sorted(p for p in set(bag_root.iterdir()) - before if p.is_dir())
-    if len(new) != 1:
-        raise RuntimeError(f"expected one new bag for {name} under {bag_root}, found {[p.name for p in new]}")
-    return new[0]
 
 
 def _pair(bags: dict[str, Path], out: Path) -> PairedDataset:
@@ -215,11 +104,11 @@ def _options(folder: Path, args: argparse.Namespace, compensation: bool, model: 
     return replace(opts, gaponet_model=str(model)) if model is not None else opts
 
 
-def _eval_motions(args: argparse.Namespace) -> list[tuple[str, str, float]]:
+def _eval_motions(args: argparse.Namespace) -> list[MotionSpec]:
     sources = args.eval_motion or [str(config_dir() / "motions" / f"{name}.txt") for name in DEFAULT_EVAL_MOTIONS]
-    motions = [(Path(source).stem, source, args.duration) for source in sources]
-    if len({name for name, _, _ in motions}) != len(motions):
-        raise ValueError(f"evaluation motions need distinct names (file stems): {[n for n, _, _ in motions]}")
+    motions = [MotionSpec(Path(source).stem, source, args.duration) for source in sources]
+    if len({m.name for m in motions}) != len(motions):
+        raise ValueError(f"evaluation motions need distinct names (file stems): {[m.name for m in motions]}")
     return motions
 
 
@@ -229,33 +118,33 @@ def run(args: argparse.Namespace) -> int:
     if args.single or args.no_analysis:
         label = "uncompensated" if args.no_compensation else "compensated"
         name = Path(args.motion).stem
-        bags = _run_session(label, _options(out / label, args, not args.no_compensation, args.gaponet_model, name),
-                            [(name, args.motion, args.duration)], args.print_period)
+        recorded = run_session(label, _options(out / label, args, not args.no_compensation, args.gaponet_model, name),
+                               [MotionSpec(name, args.motion, args.duration)], args.print_period)
         if not args.no_analysis:
-            _analyse(bags, out / label)
+            _analyse({name: recorded[name].bag}, out / label)
         print(f"\ndone: everything is under {out}")
         return 0
 
     from so101_sim2real.analysis.report import write_comparison
 
     evaluation = _eval_motions(args)
-    excitation = [(f"{EXCITATION_PREFIX}{seed}", f"{EXCITATION_PREFIX}{seed}", args.excitation_seconds)
+    excitation = [MotionSpec(f"{EXCITATION_PREFIX}{seed}", f"{EXCITATION_PREFIX}{seed}", args.excitation_seconds)
                   for seed in range(args.excitation)]
-    if {n for n, _, _ in excitation} & {n for n, _, _ in evaluation}:
+    if {m.name for m in excitation} & {m.name for m in evaluation}:
         raise ValueError("an evaluation motion may not be an excitation (training) motion")
-    recorded = _run_session("uncompensated: excitation, then the evaluation motions",
-                            _options(out / "uncompensated", args, False, None, "demo"),
-                            [*excitation, *evaluation], args.print_period)
+    recorded = run_session("uncompensated: excitation, then the evaluation motions",
+                           _options(out / "uncompensated", args, False, None, "demo"),
+                           [*excitation, *evaluation], args.print_period)
     print("\n== pairing the excitation episodes with a MuJoCo replay")
-    _pair({name: recorded[name] for name, _, _ in excitation}, out / "excitation")
-    baseline = _analyse({name: recorded[name] for name, _, _ in evaluation}, out / "baseline")
+    _pair({m.name: recorded[m.name].bag for m in excitation}, out / "excitation")
+    baseline = _analyse({m.name: recorded[m.name].bag for m in evaluation}, out / "baseline")
     model = _train(out / "excitation" / "dataset", out, args.epochs)
-    compensated_bags = _run_session("compensated: the evaluation motions", _options(out / "compensated", args, True, model,
-                                                                                  "demo"),
-                                    evaluation, args.print_period)
-    compensated = _analyse(compensated_bags, out / "compensated")
+    compensated_runs = run_session("compensated: the evaluation motions",
+                                   _options(out / "compensated", args, True, model, "demo"), evaluation,
+                                   args.print_period)
+    compensated = _analyse({name: run.bag for name, run in compensated_runs.items()}, out / "compensated")
     comparison = write_comparison([baseline, compensated], ["baseline", "compensated"], out / "comparison")
-    _print_comparison(comparison, [name for name, _, _ in evaluation])
+    _print_comparison(comparison, [m.name for m in evaluation])
     print(f"\ndone: everything is under {out}; before/after report in {out / 'comparison'}")
     return 0
 
@@ -264,7 +153,7 @@ def _print_comparison(comparison: dict, motions: list[str]) -> None:
     """Per-joint position RMSE (real vs MuJoCo replay) before and after compensation."""
     rmse = comparison["delta"]["position"]["rmse"]
     print(f"\n   position gap to the MuJoCo replay on motions not trained on ({', '.join(motions)}), rmse [rad]")
-    print("   " + "".join(f"{_SHORT[n]:>9}" for n in JOINT_NAMES))
+    print("   " + "".join(f"{SHORT_NAMES[n]:>9}" for n in JOINT_NAMES))
     for key, label in (("before", "baseline"), ("after", "compensated"), ("change_percent", "change %")):
         print("   " + "".join(f"{_format(rmse[key].get(n)):>9}" for n in JOINT_NAMES) + f"   {label}")
 

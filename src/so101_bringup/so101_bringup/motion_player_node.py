@@ -6,7 +6,8 @@ at ``rate_hz`` and, with each command, the motion's next ``chunk_steps`` command
 points ``1/rate_hz`` apart): what a chunking policy gives the compensator's look-ahead. Parameters: ``motion`` (built-in name or SAGE motion file), ``duration`` (s, built-in motions;
 0 = default), ``rate_hz``, ``loop``,
 ``start_delay`` (s). Services ``~/start`` / ``~/stop`` (std_srvs/Trigger); ``autostart``;
-``hold_start_pose`` (while stopped, command the motion's first pose).
+``hold_start_pose`` (while stopped, command the motion's first pose). :meth:`MotionPlayerNode.hold`
+stops the motion and commands a given pose (the arm's measured one, when a servo faults).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 from builtin_interfaces.msg import Duration
 from rclpy.node import Node
 from sensor_msgs.msg import JointState
@@ -44,6 +46,7 @@ class MotionPlayerNode(Node):
         # While not playing, command the motion's first pose, so the arm waits there to start.
         self.hold_start_pose = p.hold_start_pose
         self.finished = False
+        self._held: np.ndarray | None = None  # a pose commanded instead of the motion (hold())
         self._start_ns = self.get_clock().now().nanoseconds
         self.rate_hz = rate_hz
         self.chunk_steps = p.chunk_steps
@@ -58,6 +61,9 @@ class MotionPlayerNode(Node):
         return (self.get_clock().now().nanoseconds - self._start_ns) * 1e-9 - self.start_delay
 
     def _on_tick(self) -> None:
+        if self._held is not None:
+            self._publish_pose(self._held)
+            return
         if not self.playing:
             if self.hold_start_pose:
                 self._publish(0.0)
@@ -87,21 +93,41 @@ class MotionPlayerNode(Node):
                 # while holding the start pose, or past the end without looping, the future is that pose
                 when = t + ahead if self.playing and (self.loop or t + ahead <= self.motion.duration) else t
                 when = when % self.motion.duration if self.loop else when
-                seconds = int(ahead)
-                chunk.points.append(JointTrajectoryPoint(
-                    positions=[float(v) for v in sample(self.motion, when)],
-                    time_from_start=Duration(sec=seconds, nanosec=int(round((ahead - seconds) * 1e9)))))
+                chunk.points.append(JointTrajectoryPoint(positions=[float(v) for v in sample(self.motion, when)],
+                                                         time_from_start=_after(ahead)))
+            self.chunk_pub.publish(chunk)
+
+    def _publish_pose(self, pose: np.ndarray) -> None:
+        msg = JointState()
+        msg.header.stamp = self.get_clock().now().to_msg()
+        msg.name = list(self.motion.names)
+        msg.position = [float(v) for v in pose]
+        self.pub.publish(msg)
+        if self.chunk_pub is not None:  # a policy that stopped: its future is the pose it holds
+            chunk = ChunkMsg(joint_names=msg.name)
+            chunk.header.stamp = msg.header.stamp
+            chunk.points = [JointTrajectoryPoint(positions=msg.position, time_from_start=_after(k / self.rate_hz))
+                            for k in range(self.chunk_steps + 1)]
             self.chunk_pub.publish(chunk)
 
     def set_motion(self, motion: JointTrajectory) -> None:
         """Play ``motion`` from now on (stopped: its first pose is held if ``hold_start_pose``)."""
         self.motion = motion
-        self.playing, self.finished = False, False
+        self.playing, self.finished, self._held = False, False, None
 
     def restart(self) -> None:
         """Play the motion from its beginning (after ``start_delay``)."""
         self._start_ns = self.get_clock().now().nanoseconds
-        self.playing, self.finished = True, False
+        self.playing, self.finished, self._held = True, False, None
+
+    def hold(self, pose: Sequence[float] | np.ndarray) -> None:
+        """Stop the motion and command ``pose`` (the motion's joint order) until the next motion or restart;
+        a NaN (a joint not measured) holds that joint's last command."""
+        last = sample(self.motion, min(max(self.elapsed(), 0.0), self.motion.duration)) if self.playing \
+            else sample(self.motion, 0.0)
+        target = np.asarray(pose, dtype=np.float64)
+        self._held = np.where(np.isfinite(target), target, last)
+        self.playing = False
 
     def _on_start(self, _request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
         self.restart()
@@ -112,6 +138,11 @@ class MotionPlayerNode(Node):
         self.playing = False
         response.success, response.message = True, "stopped"
         return response
+
+
+def _after(seconds: float) -> Duration:
+    whole = int(seconds)
+    return Duration(sec=whole, nanosec=int(round((seconds - whole) * 1e9)))
 
 
 def main(args: Sequence[str] | None = None) -> int:

@@ -1,0 +1,67 @@
+"""``so101 run-motion`` on the virtual SO-101, and faults that stop it (and the demo) instead of becoming gaps."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from so101_recorder.metadata import load_episode
+from so101_sim2real.replay import sage
+from so101_testing import private_ros_env
+
+OVERLOADED = Path(__file__).parent / "fixtures" / "overloaded.yaml"
+ARM_JOINTS = ("shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll")
+
+
+def _so101(*args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "so101_bringup.cli", *args], env=private_ros_env(),
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def test_run_motion_records_a_bag_and_a_sage_real_run(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    result = _so101("run-motion", "--motion", "wave", "--duration", "3", "--format", "sage", "--print-period", "1",
+                    "--out", str(out))
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    (bag,) = [p for p in (out / "bags").iterdir() if p.is_dir()]
+    episode = load_episode(bag)
+    assert episode is not None and episode.task == "wave" and episode.faults == [] and episode.status == "complete"
+    run = sage.read_run(out / "real" / "so101" / "custom" / "wave", kind="real")
+    assert [name for name, _ in run.events] == ["CONTROL_MODE_ENABLE", "MOTION_START", "DISABLE"]
+    disabled = run.event_time("DISABLE")
+    assert disabled is not None and disabled > 3.0  # the whole motion
+    command, state = sage.run_to_trajectories(run)
+    assert len(command) == len(state) > 100 and np.array_equal(command.time, state.time)  # SAGE: a state per command
+    # the arm followed the wave (sag and lag aside)
+    assert np.all(np.sqrt(np.mean((command.position - state.position) ** 2, axis=0)) < 0.2)
+    assert np.ptp(state.position, axis=0).max() > 0.2
+
+
+def test_a_servo_fault_stops_run_motion_keeps_the_recording_and_exits_non_zero(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    result = _so101("run-motion", "--profile", str(OVERLOADED), "--motion", "wave", "--duration", "20",
+                    "--print-period", "1", "--out", str(out))
+    assert result.returncode == 1, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "servo fault during wave" in result.stderr and ": overload from " in result.stderr
+    assert "FAULT " in result.stdout and "stopping the motion" in result.stdout
+    (bag,) = [p for p in (out / "bags").iterdir() if p.is_dir()]
+    episode = load_episode(bag)
+    assert episode is not None and episode.status == "complete" and episode.stop_time_ns is not None
+    assert episode.faults and {s.fault for s in episode.faults} == {"overload"}
+    assert {s.joint for s in episode.faults} <= set(ARM_JOINTS)
+    assert any(f"{s.joint}: overload" in result.stderr for s in episode.faults)  # the joint, where the user looks
+    assert (episode.stop_time_ns - episode.start_time_ns) * 1e-9 < 15.0  # stopped, not played to the end
+
+
+def test_a_servo_fault_stops_the_demo_before_anything_is_trained_on_it(tmp_path: Path) -> None:
+    out = tmp_path / "demo"
+    result = _so101("demo", "--profile", str(OVERLOADED), "--excitation", "1", "--excitation-seconds", "20",
+                    "--eval-motion", "wave", "--duration", "4", "--print-period", "1", "--out", str(out))
+    assert result.returncode == 1, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "servo fault during excitation-0" in result.stderr
+    assert "training a GapONet" not in result.stdout and not (out / "excitation").exists()
+    (bag,) = [p for p in (out / "uncompensated" / "bags").iterdir() if p.is_dir()]
+    assert load_episode(bag).faults  # kept, with the fault

@@ -150,7 +150,8 @@ def _run(task: EpisodeTask, out_root: Path, config: ProcessConfig, outcome: Epis
     _check_clock(bag, config.state_topic, state)
     metadata = {"format": "bag", "path": task.path, "state_topic": config.state_topic,
                 "command_topic": config.command_topic, "effort_unsigned": False}
-    dataset = pair_with_mujoco(task.name, state.trajectory, command.trajectory, config.rate_hz, metadata)
+    faults = bag.episode.faults if bag.episode is not None else []
+    dataset = pair_with_mujoco(task.name, state.trajectory, command.trajectory, config.rate_hz, metadata, faults)
     target = episode_dir(out_root, task)
     dataset.metadata.update({"created_by": "so101 fleet process", "episode_id": task.episode_id,
                              "robot_id": task.robot_id})

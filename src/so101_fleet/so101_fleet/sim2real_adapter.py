@@ -6,11 +6,12 @@ modules move (replay/pairing/analysis). Nothing else in this package imports ``s
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
 from typing import Any
 
-from so101_common.paired_dataset import DatasetError, PairedDataset
+from so101_common.paired_dataset import DatasetError, FaultSpan, PairedDataset
 from so101_common.trajectory import JointTrajectory
 from so101_sim2real.analysis.metrics import MetricsError
 from so101_sim2real.analysis.report import ReportError, summarize
@@ -27,10 +28,11 @@ PIPELINE_ERRORS: tuple[type[Exception], ...] = (PairError, AlignmentError, Datas
 
 
 def pair_with_mujoco(name: str, state: JointTrajectory, command: JointTrajectory, rate_hz: float,
-                     metadata: dict[str, Any]) -> PairedDataset:
+                     metadata: dict[str, Any], faults: Sequence[FaultSpan] = ()) -> PairedDataset:
     """Replay ``command`` in the built-in MuJoCo from the real initial state and pair it with ``state``:
-    a one-episode paired dataset (``so101 pair --sim mujoco`` on one bag)."""
-    run = Run(name, state, command, None, metadata)
+    a one-episode paired dataset (``so101 pair --sim mujoco`` on one bag; ``faults``: the bag's servo-fault
+    spans, marked in the episode as pairing marks them)."""
+    run = Run(name, state, command, None, metadata, list(faults))
     return pair_runs([run], mujoco_replayer(_process_sim()), AlignConfig(rate_hz=rate_hz), progress=False)
 
 

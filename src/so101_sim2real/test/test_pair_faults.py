@@ -9,28 +9,17 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from rosbags.typesys import Stores, get_typestore
 
 from so101_common.joints import JOINT_NAMES
 from so101_common.paired_dataset import FaultSpan, PairedDataset
 from so101_recorder.bag_writer import EpisodeWriter, next_episode_path
 from so101_recorder.metadata import EpisodeMetadata
 from so101_sim2real.cli import pair as pair_cli
+from so101_sim2real.replay.core import joint_state_cdr
 
-TYPESTORE = get_typestore(Stores.ROS2_JAZZY)
 JOINT_STATE = "sensor_msgs/msg/JointState"
 T0 = 1_700_000_000.0
 FAULT_AT = 1.2  # s into the recording: the real arm's elbow collapses there
-
-
-def _joint_state(t: float, position: np.ndarray) -> bytes:
-    types = TYPESTORE.types
-    sec = int(t)
-    header = types["std_msgs/msg/Header"](stamp=types["builtin_interfaces/msg/Time"](sec=sec, nanosec=round((t - sec) * 1e9)),
-                                          frame_id="")
-    msg = types[JOINT_STATE](header=header, name=list(JOINT_NAMES), position=position.astype(np.float64),
-                             velocity=np.zeros(6), effort=np.zeros(6))
-    return bytes(TYPESTORE.serialize_cdr(msg, JOINT_STATE))
 
 
 def _bag(root: Path, task: str, topics: tuple[str, str], faults: list[FaultSpan], collapse: bool) -> Path:
@@ -44,8 +33,8 @@ def _bag(root: Path, task: str, topics: tuple[str, str], faults: list[FaultSpan]
             if collapse and t >= FAULT_AT:
                 measured[JOINT_NAMES.index("elbow_flex")] -= 1.0
             stamp = round((T0 + t) * 1e9)
-            writer.write(topics[0], JOINT_STATE, _joint_state(T0 + t, measured), stamp)
-            writer.write(topics[1], JOINT_STATE, _joint_state(T0 + t, command), stamp)
+            writer.write(topics[0], JOINT_STATE, joint_state_cdr(T0 + t, JOINT_NAMES, measured, np.zeros(6), np.zeros(6)), stamp)
+            writer.write(topics[1], JOINT_STATE, joint_state_cdr(T0 + t, JOINT_NAMES, command, np.zeros(6), np.zeros(6)), stamp)
     return path
 
 

@@ -222,7 +222,7 @@ def _drive(arrivals: list[float], until: float) -> list[tuple[float, float]]:
 
         node.core.compensate = recording_compensate  # type: ignore[method-assign]
         node._now = lambda: clock["now"]  # type: ignore[method-assign]
-        node._step_timer.reset = reset  # type: ignore[union-attr,method-assign]
+        node._step_timer.reset = reset  # type: ignore[method-assign]
         queue = list(arrivals)
         while clock["tick"] <= until or queue:
             if queue and queue[0] <= clock["tick"]:

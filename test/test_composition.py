@@ -45,6 +45,22 @@ def test_deploy_graph_matches_deploy_launch(compensation: bool, record: bool, so
     assert _composed(deploy_graph(opts)) == _launched_in_process_nodes("deploy", opts.arguments(DEPLOY), monkeypatch)
 
 
+def test_a_virtual_arm_gets_lerobots_servo_settings_a_real_one_only_when_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The virtual SO-101's servos boot with factory settings (P 32, no acceleration ramp), not the LeRobot
+    settings its gap profile was fitted with and the compensator harness runs: the driver configures them."""
+    def driver(arguments: dict[str, str]) -> dict:
+        fake_launch.install(monkeypatch)
+        description = runpy.run_path(str(ROOT / "launch" / "deploy.launch.py"))["generate_launch_description"]()
+        return next(s[6] for s in fake_launch.evaluate(description, arguments, _share) if s[0] == "node" and s[2] == "driver")
+
+    assert driver({"hardware": "virtual"})["configure_servos"] is True
+    assert driver({"hardware": "real"})["configure_servos"] is False
+    assert driver({"hardware": "real", "configure_servos": "true"})["configure_servos"] is True
+    composed = {s.name: s for s in deploy_graph(GraphOptions(port="/tmp/virtual_arm", configure_servos=True))}
+    assert composed["so101_driver"].overrides["configure_servos"] is True
+    assert deploy_graph(GraphOptions(port="/dev/ttyACM0"))[0].overrides["configure_servos"] is False
+
+
 @pytest.mark.parametrize("record", [True, False])
 def test_teleop_graph_matches_teleop_launch(record: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     opts = GraphOptions(port="/dev/null", leader_port="/dev/zero", record=record, task="pick")

@@ -49,6 +49,9 @@ class GraphOptions:
 
     port: str  # follower bus device (the virtual arm's pty when hardware is virtual)
     calibration_file: str = ""  # '' = the driver's robot_id default path
+    # the driver writes LeRobot's servo settings at start: True for a virtual arm the caller started (its
+    # servos boot with factory settings, not those its gap profile was fitted with)
+    configure_servos: bool = False
     leader_port: str = ""  # teleop only
     leader_calibration_file: str = ""
     compensation: bool = True  # deploy: GapONet compensator in the chain
@@ -67,6 +70,7 @@ class GraphOptions:
     def arguments(self, graph: Graph) -> dict[str, str]:
         """These options as ``graph``'s launch arguments (those it declares)."""
         text = {"hardware": "real", "port": self.port, "calibration_file": self.calibration_file,
+                "configure_servos": self.configure_servos,
                 "leader_port": self.leader_port, "leader_calibration_file": self.leader_calibration_file,
                 "compensation": self.compensation, "command_source": self.command_source,
                 "policy_path": self.policy_path, "motion": self.motion, "motion_duration": self.motion_duration,

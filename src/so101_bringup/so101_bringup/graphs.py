@@ -227,25 +227,30 @@ _ROBOT_ARGS = (
     Arg("robot_id", "so101_follower", "LeRobot calibration id (real hardware)"),
     Arg("calibration_file", "", "real hardware: this calibration file instead of robot_id's"),
     Arg("profile", "default", "gap profile of the virtual arm"),
+    Arg("configure_servos", "false", "real hardware: the driver writes LeRobot's servo settings at start (P 16 / D 32, "
+        "accelerations, gripper limits), as LeRobot does on every connect; the virtual arm is always configured",
+        _BOOL),
     Arg("rviz", "false", "start RViz", _BOOL),
     Arg("use_sim_time", "false", "use /clock", _BOOL),
 )
 
 
-def _driver(hardware: str, calibration: Value) -> NodeDecl:
+def _driver(hardware: str, calibration: Value, configure_servos: Value) -> NodeDecl:
     return NodeDecl(
         "so101_driver", "driver", "so101_driver", "so101_driver.driver_node:DriverNode", "driver.yaml",
         {"port": LaunchArg("port"), "robot_id": LaunchArg("robot_id"), "calibration_file": calibration,
-         "use_sim_time": LaunchArg("use_sim_time")},
+         "configure_servos": configure_servos, "use_sim_time": LaunchArg("use_sim_time")},
         when=_when("hardware", hardware))
 
 
 _ROBOT_ACTIONS: tuple[NodeDecl | ProcessDecl, ...] = (
     ProcessDecl(("so101", "virtual-bus", "--link", LaunchArg("port"), "--profile", LaunchArg("profile")),
                 when=_when("hardware", "virtual")),
-    # the virtual arm ships its own calibration; a real arm uses robot_id's LeRobot file (or calibration_file)
-    _driver("virtual", ShareFile(PACKAGE, "config/calibration/virtual_follower.json")),
-    _driver("real", LaunchArg("calibration_file")),
+    # the virtual arm ships its own calibration; a real arm uses robot_id's LeRobot file (or calibration_file).
+    # The virtual arm's servos start with factory settings (P 32, no acceleration ramp): configured as LeRobot
+    # configures a follower, it is the arm its gap profile was fitted as (and the compensator harness runs).
+    _driver("virtual", ShareFile(PACKAGE, "config/calibration/virtual_follower.json"), True),
+    _driver("real", LaunchArg("calibration_file"), LaunchArg("configure_servos")),
     NodeDecl("robot_state_publisher", "robot_state_publisher",
              overrides={"robot_description": FileText(_DESCRIPTION), "use_sim_time": LaunchArg("use_sim_time")}),
     NodeDecl("rviz2", "rviz2", arguments=("-d", ShareFile("so101_description", "rviz/so101.rviz")),

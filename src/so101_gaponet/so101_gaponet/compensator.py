@@ -143,8 +143,15 @@ class Compensator:
     # -- inputs ---------------------------------------------------------------------------------
     def update_measured(self, position: np.ndarray | list[float], velocity: np.ndarray | list[float] | None = None,
                         stamp: float | None = None) -> None:
-        """Latest measured state; velocity missing or NaN is estimated from the previous position."""
+        """Latest measured state; velocity missing or NaN is estimated from the previous position.
+
+        A joint whose position is NaN or inf (the driver's reading of a servo that did not answer) keeps
+        its previous measurement, as in the safety filter: the integral feedback would otherwise take the
+        NaN in for good and every later output would be NaN."""
         position = self._vector(position, "position")
+        unread = ~np.isfinite(position)
+        if unread.any():
+            position = np.where(unread, self._position, position)
         if velocity is not None:
             velocity = self._vector(velocity, "velocity")
         else:

@@ -5,13 +5,14 @@ Topics (relative, remappable): ``policy/joint_command`` (in), ``policy/action_ch
 history), ``gaponet/joint_command`` (out), ``/diagnostics``. Service ``~/enable`` (std_srvs/SetBool).
 Parameters: :class:`so101_gaponet.parameters.CompensatorParameters`.
 
-Rate contract: a model was trained on history rows one control period apart, so the compensator steps
-on its own clock at the model's rate whatever the policy's rate, holding the latest command (a 30 Hz
-policy into a 50 Hz model: each command is used on the steps until the next one arrives). The clock is
-phase-locked to the commands: a command that arrives at least three quarters of a period after the
-last step is stepped at once (a policy at the model's rate waits for nothing), otherwise it waits for
-the next tick. Without a model the node forwards each command as it arrives. No command for
-``command_timeout`` s: nothing is published (the safety filter's watchdog holds the arm).
+Rate contract (:class:`so101_gaponet.step_clock.StepClock`): a model was trained on history rows one
+control period apart, so the compensator steps at the model's rate whatever the policy's rate. Each
+command is stepped as it arrives (a policy at the model's rate waits for nothing, also when its messages
+come late), unless it comes less than three quarters of a period after the previous step: it then waits
+for the timer, one period after that step. The timer steps on its own, holding the latest command, only
+for a policy slower than the model (a 30 Hz policy into a 50 Hz model: each command is used on the steps
+until the next one arrives). Without a model the node forwards each command as it arrives. No command
+for ``command_timeout`` s: nothing is published (the safety filter's watchdog holds the arm).
 """
 
 from __future__ import annotations
@@ -35,13 +36,11 @@ from so101_gaponet.compensator import Compensator, CompensatorConfig, Compensato
 from so101_gaponet.metadata import ModelFileError
 from so101_gaponet.model_file import load_model
 from so101_gaponet.parameters import CHUNK_TOPIC, CompensatorParameters
+from so101_gaponet.step_clock import StepClock
 from so101_ros.node_params import declare_parameters
 from so101_ros.node_runner import run_node
 
 __all__ = ["CompensatorNode", "main"]
-
-_EARLY_STEP = 0.75  # share of a period after the last step from which an arriving command is stepped at once
-
 
 class CompensatorNode(Node):
     def __init__(self, **node_kwargs: Any) -> None:
@@ -59,10 +58,9 @@ class CompensatorNode(Node):
         self.command_timeout = p.command_timeout
         self.period = 1.0 / model.metadata.rate_hz if model is not None else 0.0
         self._command: np.ndarray | None = None
-        self._command_time = -np.inf  # node clock (s) when the latest command arrived
         self._command_stamp: Any = None
         self._chunk: ActionChunk | None = None
-        self._last_step = -np.inf
+        self._step_clock = StepClock(self.period, self.command_timeout)
         self.add_on_set_parameters_callback(self._on_set_parameters)
         self._out = self.create_publisher(JointState, "gaponet/joint_command", QoSProfile(depth=10))
         self._diag = self.create_publisher(DiagnosticArray, "/diagnostics", QoSProfile(depth=10))
@@ -105,22 +103,22 @@ class CompensatorNode(Node):
             self.get_logger().warning(f"ignored command: {err}", throttle_duration_sec=5.0)
             return
         now = self._now()
-        self._command, self._command_time = command, now
+        self._command = command
         self._command_stamp = msg.header
         if self._step_timer is None:
             self._step(now)
-        elif now - self._last_step >= _EARLY_STEP * self.period:
+        elif self._step_clock.on_command(now):
             self._step(now)
             self._step_timer.reset()  # the next tick one period from this step
 
     def _on_tick(self) -> None:
         now = self._now()
-        if now - self._command_time <= self.command_timeout:
+        if self._step_clock.on_tick(now):
             self._step(now)
 
     def _step(self, now: float) -> None:
         assert self._command is not None
-        self._last_step = now
+        self._step_clock.stepped(now)
         rows = self.core.future_steps - 1
         upcoming = self._chunk.upcoming(now, self.period, rows) if self._chunk is not None and rows > 0 else None
         try:

@@ -157,3 +157,29 @@ def test_slew_and_smoothing_settings_are_checked() -> None:
         CompensatorConfig(joints=JOINT_NAMES, delta_slew_limit=(0.0,) * 6)
     with pytest.raises(CompensatorError, match="delta_smoothing_s must be"):
         CompensatorConfig(joints=JOINT_NAMES, delta_smoothing_s=-1.0)
+
+
+def test_a_joint_that_does_not_answer_keeps_its_previous_measurement() -> None:
+    """The driver reports a faulted servo's joint as NaN: the output must stay finite (the integral feedback
+    must not take the NaN in for good, which made the safety filter refuse every later command and hold the
+    arm), exactly as if the joint's last good reading had been repeated."""
+    from so101_gaponet.shipped import SHIPPED_MODEL
+
+    model = load_model(SHIPPED_MODEL)
+    assert model.metadata.feedback_gain is not None and max(model.metadata.feedback_gain) > 0
+    faulty, held = Compensator(CONFIG, model), Compensator(CONFIG, model)
+    previous = None
+    for i in range(80):
+        t = i * 0.02
+        command = np.array([0.3, -0.6, 0.7, 0.5, 0.4, 0.6]) + 0.2 * np.sin(2.0 * t)
+        measured = command - 0.03 * np.cos(2.0 * t)
+        dropped = measured.copy()
+        if 30 <= i < 35:  # elbow and gripper servos do not answer for five cycles
+            dropped[[2, 5]] = np.nan
+            measured[[2, 5]] = previous[[2, 5]]  # type: ignore[index]
+        faulty.update_measured(dropped, np.where(np.isnan(dropped), np.nan, 0.0), stamp=t)
+        held.update_measured(measured, np.zeros(6), stamp=t)
+        out, reference = faulty.compensate(command, now=t), held.compensate(command, now=t)
+        assert np.isfinite(out.command).all(), f"step {i}: {out.command}"
+        np.testing.assert_allclose(out.command, reference.command, atol=1e-12)
+        previous = measured

@@ -194,3 +194,64 @@ def test_the_action_chunk_reaches_the_model_rows() -> None:
         node.destroy_node()
     finally:
         rclpy.shutdown(context=context)
+
+
+def _drive(arrivals: list[float], until: float) -> list[tuple[float, float]]:
+    """In process, on a simulated clock: the node gets a command (value = its index) at each of ``arrivals`` (s)
+    and its timer fires one period after its last reset and every period after that; returns each step's
+    ``(time, command value)``."""
+    from rclpy.context import Context
+
+    from so101_gaponet.compensator_node import CompensatorNode
+
+    context = Context()
+    rclpy.init(context=context)
+    try:
+        node = CompensatorNode(context=context, cli_args=["--ros-args", "-p", f"model_path:={SHIPPED_MODEL}"])
+        period = node.period
+        clock = {"now": 0.0, "tick": period}
+        steps: list[tuple[float, float]] = []
+        original = node.core.compensate
+
+        def recording_compensate(command, now=None, upcoming=None):
+            steps.append((clock["now"], float(command[0])))
+            return original(command, now, upcoming)
+
+        def reset() -> None:
+            clock["tick"] = clock["now"] + period
+
+        node.core.compensate = recording_compensate  # type: ignore[method-assign]
+        node._now = lambda: clock["now"]  # type: ignore[method-assign]
+        node._step_timer.reset = reset  # type: ignore[method-assign]
+        queue = list(arrivals)
+        while clock["tick"] <= until or queue:
+            if queue and queue[0] <= clock["tick"]:
+                clock["now"] = queue.pop(0)
+                node._on_command(_msg(np.full(6, float(len(arrivals) - len(queue) - 1))))
+            else:
+                clock["now"] = clock["tick"]
+                clock["tick"] += period
+                node._on_tick()
+        node.destroy_node()
+        return steps
+    finally:
+        rclpy.shutdown(context=context)
+
+
+def test_a_policy_at_the_model_rate_is_stepped_on_each_command_as_it_arrives_even_when_late() -> None:
+    """A 50 Hz policy whose messages come a little late (1–4 ms after the compensator's tick, as on a loaded
+    machine): every command is stepped once, when it arrives; the timer never steps the previous command
+    in its place (that delayed every later command by most of a period and dropped some)."""
+    rng = np.random.default_rng(0)
+    arrivals = list(0.02 * np.arange(100) + rng.uniform(0.001, 0.004, 100))
+    steps = _drive(arrivals, until=arrivals[-1])
+    assert [value for _, value in steps] == list(range(100))
+    np.testing.assert_allclose([t for t, _ in steps], arrivals)
+
+
+def test_a_slower_policy_gets_fill_in_steps_at_the_model_rate_and_a_faster_one_no_more_than_the_model_rate() -> None:
+    slow = _drive(list(np.arange(60) / 30.0), until=2.0)  # 30 Hz into a 50 Hz model: the timer fills in
+    assert 90 <= len(slow) <= 105, len(slow)
+    fast = _drive(list(np.arange(200) / 100.0), until=2.0)  # 100 Hz: the latest command, once a period
+    gaps = np.diff([t for t, _ in fast])
+    assert gaps.min() >= 0.75 * 0.02 - 1e-9 and 90 <= len(fast) <= 105, (gaps.min(), len(fast))

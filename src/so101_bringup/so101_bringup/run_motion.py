@@ -54,8 +54,10 @@ def _options(args: argparse.Namespace) -> GraphOptions:
     virtual = args.robot == "virtual"
     if not virtual and not args.port:
         raise ValueError("--robot real needs --port (the arm's serial device)")
+    # servos configured as LeRobot configures a follower on connect (P 16, D 32, Acceleration 254): the settings
+    # SAGE's and LeRobot's recordings were made with
     return GraphOptions(port="" if virtual else args.port, calibration_file="" if virtual else args.calibration_file,
-                        compensation=args.compensator is not None,
+                        configure_servos=True, compensation=args.compensator is not None,
                         gaponet_model=str(args.compensator) if args.compensator is not None else "",
                         autostart_motion=False, hold_start_pose=True, record=True, bag_root=str(args.out / "bags"),
                         task="run-motion", gap_profile=args.profile if virtual else "")

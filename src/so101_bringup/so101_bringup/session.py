@@ -136,7 +136,8 @@ def run_session(label: str, opts: GraphOptions, motions: Sequence[MotionSpec], p
     arm = None
     if virtual:
         arm, link, calibration = start_virtual_arm(opts.gap_profile, Path(opts.bag_root).parent / "virtual_arm")
-        opts = replace(opts, port=str(link), calibration_file=str(calibration))
+        # configured as LeRobot configures a follower: the arm its gap profile was fitted as
+        opts = replace(opts, port=str(link), calibration_file=str(calibration), configure_servos=True)
     recorded: dict[str, RecordedMotion] = {}
     try:
         with ComposedGraph(deploy_graph(replace(opts, motion=motions[0].source))) as graph:

@@ -35,9 +35,13 @@ def test_run_motion_records_a_bag_and_a_sage_real_run(tmp_path: Path) -> None:
     assert disabled is not None and disabled > 3.0  # the whole motion
     command, state = sage.run_to_trajectories(run)
     assert len(command) == len(state) > 100 and np.array_equal(command.time, state.time)  # SAGE: a state per command
-    # the arm followed the wave (sag and lag aside)
-    assert np.all(np.sqrt(np.mean((command.position - state.position) ** 2, axis=0)) < 0.2)
-    assert np.ptp(state.position, axis=0).max() > 0.2
+    # the arm followed the wave on every joint the wave moves (lag, sag and a loaded machine's jitter aside)
+    moving = np.ptp(command.position, axis=0) > 0.1
+    assert moving.sum() >= 3
+    for j in np.flatnonzero(moving):
+        c, x = command.position[:, j], state.position[:, j]
+        best = max(np.corrcoef(c[: len(c) - lag], x[lag:])[0, 1] for lag in range(0, 30))
+        assert best > 0.8, f"{command.names[j]}: state does not follow the command (best correlation {best:.2f})"
 
 
 def test_a_servo_fault_stops_run_motion_keeps_the_recording_and_exits_non_zero(tmp_path: Path) -> None:

@@ -59,8 +59,8 @@ def _onnx_metadata(path: Path, data: bytes) -> tuple[Any, GapModelMetadata]:
 
 def _check_onnx_shapes(path: Path, session: Any, meta: GapModelMetadata) -> None:
     inputs, outputs = session.get_inputs(), session.get_outputs()
-    expected_in = [(meta.history, meta.history_columns), (meta.future_steps, meta.num_joints)]
-    expected_out = [(meta.num_joints,)]
+    expected_in: list[tuple[int, ...]] = [(meta.history, meta.history_columns), (meta.future_steps, meta.num_joints)]
+    expected_out: list[tuple[int, ...]] = [(meta.num_joints,)]
     if meta.state_size:
         expected_in.append((meta.state_size,))
         expected_out.append((meta.state_size,))
@@ -151,7 +151,8 @@ def save_onnx(module: Any, meta: GapModelMetadata, path: str | Path) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     module = module.eval()
-    example = (torch.zeros(1, meta.history, meta.history_columns), torch.zeros(1, meta.future_steps, meta.num_joints))
+    example: tuple[torch.Tensor, ...] = (torch.zeros(1, meta.history, meta.history_columns),
+                                         torch.zeros(1, meta.future_steps, meta.num_joints))
     input_names, output_names = ["history", "commands"], ["delta"]
     if meta.state_size:  # recurrent: forward(history, commands, state) -> (delta, next_state)
         example += (torch.zeros(1, meta.state_size),)

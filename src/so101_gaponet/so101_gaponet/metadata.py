@@ -18,6 +18,13 @@ Model signature (both formats): ``forward(history, commands) -> delta`` with
 All three are normalised with the statistics in :class:`Normalisation` (commands share one
 per-joint mean/std over every look-ahead row).
 
+Recurrent models (``state_size > 0``, role ``sim_delta`` only): the graph takes a third input
+``state`` float32 ``(B, state_size)`` and returns a second output ``next_state`` of the same shape,
+in the graph's own units (not normalised here). The runtime starts every stream from zeros, feeds
+each call's ``next_state`` to the next call and zeros it again on ``reset_state()``; a state of
+zeros therefore has to mean "no step seen yet" to the graph. The state gives the model a memory
+longer than its history window at the cost of one vector per call.
+
 Roles:
 
 - ``compensator`` (deploy side): the real arm driven with ``command + Δ`` should do what the sim
@@ -121,6 +128,8 @@ class GapModelMetadata(_Strict):
     # tracking error (previous policy command − measured position) to a correction bounded like Δ.
     # None: no feedback (the network's Δ alone).
     feedback_gain: tuple[NonNegativeFloat, ...] | None = None
+    # Recurrent state carried between calls (see the module doc); 0: a stateless model of (history, commands).
+    state_size: int = Field(default=0, ge=0)
     provenance: dict[str, Any] = Field(default_factory=dict)  # datasets, profile, date, git rev, losses
     architecture: dict[str, Any] = Field(default_factory=dict)  # hyper-parameters, informational
 
@@ -147,6 +156,9 @@ class GapModelMetadata(_Strict):
             if values is not None and len(values) != joints:
                 raise ValueError(f"{name}: expected a list of {joints} numbers, got {len(values)}")
         self.normalisation.check_sizes(joints, self.history_columns)
+        if self.state_size and self.role != "sim_delta":
+            # the compensator core resets and bypasses its model (warm-up, passthrough): no state semantics there
+            raise ValueError(f"state_size: a recurrent state is supported for role 'sim_delta' only, not {self.role!r}")
         return self
 
     @property

@@ -59,16 +59,19 @@ def _onnx_metadata(path: Path, data: bytes) -> tuple[Any, GapModelMetadata]:
 
 def _check_onnx_shapes(path: Path, session: Any, meta: GapModelMetadata) -> None:
     inputs, outputs = session.get_inputs(), session.get_outputs()
-    expected_in = [(meta.history, meta.history_columns), (meta.future_steps, meta.num_joints)]
-    if len(inputs) != 2 or len(outputs) != 1:
-        raise ModelFileError(f"{path}: expected 2 inputs (history, commands) and 1 output, got {len(inputs)} and {len(outputs)}")
-    for arg, tail in zip(inputs, expected_in, strict=True):
-        shape = list(arg.shape)
-        if len(shape) != len(tail) + 1 or [int(s) for s in shape[1:] if isinstance(s, int)] != list(tail):
-            raise ModelFileError(f"{path}: input {arg.name!r} has shape {shape}, metadata says (batch, {', '.join(map(str, tail))})")
-    out_shape = list(outputs[0].shape)
-    if len(out_shape) != 2 or out_shape[1] != meta.num_joints:
-        raise ModelFileError(f"{path}: output has shape {out_shape}, metadata says (batch, {meta.num_joints})")
+    expected_in: list[tuple[int, ...]] = [(meta.history, meta.history_columns), (meta.future_steps, meta.num_joints)]
+    expected_out: list[tuple[int, ...]] = [(meta.num_joints,)]
+    if meta.state_size:
+        expected_in.append((meta.state_size,))
+        expected_out.append((meta.state_size,))
+    names = "(history, commands, state) and 2 outputs (delta, next_state)" if meta.state_size else "(history, commands) and 1 output"
+    if len(inputs) != len(expected_in) or len(outputs) != len(expected_out):
+        raise ModelFileError(f"{path}: expected {len(expected_in)} inputs {names}, got {len(inputs)} and {len(outputs)}")
+    for kind, args, expected in (("input", inputs, expected_in), ("output", outputs, expected_out)):
+        for arg, tail in zip(args, expected, strict=True):
+            shape = list(arg.shape)
+            if len(shape) != len(tail) + 1 or [int(s) for s in shape[1:] if isinstance(s, int)] != list(tail):
+                raise ModelFileError(f"{path}: {kind} {arg.name!r} has shape {shape}, metadata says (batch, {', '.join(map(str, tail))})")
 
 
 def _load_torchscript(path: Path, data: bytes) -> tuple[Any, GapModelMetadata]:
@@ -134,25 +137,35 @@ def _probe(path: Path, model: GapModel) -> None:
         raise ModelFileError(f"{path}: the model fails on inputs of the declared shapes: {err}") from err
     if tuple(np.shape(out)) != (1, meta.num_joints):
         raise ModelFileError(f"{path}: output shape {tuple(np.shape(out))} disagrees with the metadata's (1, {meta.num_joints})")
+    model.reset_state()  # the probe is not part of any stream
 
 
 def save_onnx(module: Any, meta: GapModelMetadata, path: str | Path) -> Path:
-    """Export a torch module with ``forward(history, commands)`` to ONNX and attach the metadata."""
+    """Export a torch module with ``forward(history, commands)`` to ONNX and attach the metadata.
+
+    A recurrent model (``meta.state_size > 0``) has ``forward(history, commands, state) -> (delta, next_state)``.
+    """
     import onnx
     import torch
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     module = module.eval()
-    example = (torch.zeros(1, meta.history, meta.history_columns), torch.zeros(1, meta.future_steps, meta.num_joints))
+    example: tuple[torch.Tensor, ...] = (torch.zeros(1, meta.history, meta.history_columns),
+                                         torch.zeros(1, meta.future_steps, meta.num_joints))
+    input_names, output_names = ["history", "commands"], ["delta"]
+    if meta.state_size:  # recurrent: forward(history, commands, state) -> (delta, next_state)
+        example += (torch.zeros(1, meta.state_size),)
+        input_names.append("state")
+        output_names.append("next_state")
     buffer = io.BytesIO()
     # The TorchScript-based exporter: ~0.1 s for these small graphs where the torch.export-based one
     # (dynamo=True) takes several seconds; both give the same graph here. Its deprecation notice is muted.
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
         torch.onnx.export(module, example, buffer,  # type: ignore[arg-type]  # a file object works; torch annotates paths only
-                          input_names=["history", "commands"], output_names=["delta"],
-                          dynamic_axes={"history": {0: "batch"}, "commands": {0: "batch"}, "delta": {0: "batch"}},
+                          input_names=input_names, output_names=output_names,
+                          dynamic_axes={name: {0: "batch"} for name in input_names + output_names},
                           opset_version=17, dynamo=False)
     proto = onnx.load_model_from_string(buffer.getvalue())
     entry = proto.metadata_props.add()

@@ -1,7 +1,8 @@
 """ONNX and TorchScript runners behind one interface, with the metadata's normalisation applied here.
 
 Both runners are built for one call per control step: single-threaded, inputs preallocated, no
-allocation beyond what the backend itself does. The model file contract (what is validated and
+allocation beyond what the backend itself does. A recurrent model (``metadata.state_size > 0``)
+keeps its state here: every call advances it, :meth:`GapModel.reset_state` starts a new stream. The model file contract (what is validated and
 how files are recognised) lives in :mod:`so101_gaponet.model_file`.
 """
 
@@ -39,6 +40,21 @@ class GapModel(ABC):
         # Preallocated, normalised model inputs (batch of one).
         self._history_in = np.zeros((1, metadata.history, metadata.history_columns), dtype=np.float32)
         self._commands_in = np.zeros((1, metadata.future_steps, metadata.num_joints), dtype=np.float32)
+        # Recurrent state (batch of one); zeros = the start of a stream, as the graph expects.
+        self._state = np.zeros((1, metadata.state_size), dtype=np.float32)
+
+    @property
+    def stateful(self) -> bool:
+        return self.metadata.state_size > 0
+
+    @property
+    def state(self) -> np.ndarray:
+        """A copy of the recurrent state the next call will read, ``(state_size,)``."""
+        return self._state[0].copy()
+
+    def reset_state(self) -> None:
+        """Start a new stream: the next call reads a zero state (no-op for a stateless model)."""
+        self._state[:] = 0.0
 
     def delta(self, history: np.ndarray, commands: np.ndarray) -> np.ndarray:
         """Δ (rad, unclipped, float64, ``(J,)``) for raw ``history`` ``(H, F·J)`` and ``commands`` ``(future_steps, J)``.
@@ -54,7 +70,10 @@ class GapModel(ABC):
 
     @abstractmethod
     def run_normalised(self, history: np.ndarray, commands: np.ndarray) -> np.ndarray:
-        """The bare model on normalised float32 inputs ``(B, H, F·J)``, ``(B, future_steps, J)`` → ``(B, J)``."""
+        """The bare model on normalised float32 inputs ``(B, H, F·J)``, ``(B, future_steps, J)`` → ``(B, J)``.
+
+        A recurrent model reads its held state (batch of one) and keeps the state it returns.
+        """
 
     def describe(self) -> dict[str, Any]:
         """A flat summary for diagnostics and logs."""
@@ -83,7 +102,7 @@ class OnnxGapModel(GapModel):
         super().__init__(path, metadata)
         self._session = session
         self._input_names = [i.name for i in session.get_inputs()]
-        self._output_names = [session.get_outputs()[0].name]
+        self._output_names = [o.name for o in session.get_outputs()[: 2 if self.stateful else 1]]
 
     @staticmethod
     def make_session(model_bytes: bytes) -> Any:
@@ -98,7 +117,12 @@ class OnnxGapModel(GapModel):
 
     def run_normalised(self, history: np.ndarray, commands: np.ndarray) -> np.ndarray:
         feeds = {self._input_names[0]: history, self._input_names[1]: commands}
-        return self._session.run(self._output_names, feeds)[0]
+        if not self.stateful:
+            return self._session.run(self._output_names, feeds)[0]
+        feeds[self._input_names[2]] = self._state
+        delta, next_state = self._session.run(self._output_names, feeds)
+        self._state[:] = next_state
+        return delta
 
 
 class TorchScriptGapModel(GapModel):
@@ -116,13 +140,18 @@ class TorchScriptGapModel(GapModel):
         # Tensors sharing memory with the preallocated numpy inputs: no copy per step.
         self._history_tensor = torch.from_numpy(self._history_in)
         self._commands_tensor = torch.from_numpy(self._commands_in)
+        self._state_tensor = torch.from_numpy(self._state)
 
     def run_normalised(self, history: np.ndarray, commands: np.ndarray) -> np.ndarray:
         torch = self._torch
         with torch.no_grad():
             if history is self._history_in and commands is self._commands_in:
-                out = self._module(self._history_tensor, self._commands_tensor)
+                inputs = (self._history_tensor, self._commands_tensor)
             else:
-                out = self._module(torch.from_numpy(np.ascontiguousarray(history, dtype=np.float32)),
-                                   torch.from_numpy(np.ascontiguousarray(commands, dtype=np.float32)))
-        return out.numpy()
+                inputs = (torch.from_numpy(np.ascontiguousarray(history, dtype=np.float32)),
+                          torch.from_numpy(np.ascontiguousarray(commands, dtype=np.float32)))
+            if not self.stateful:
+                return self._module(*inputs).numpy()
+            delta, next_state = self._module(*inputs, self._state_tensor)
+            self._state[:] = next_state.numpy()
+        return delta.numpy()

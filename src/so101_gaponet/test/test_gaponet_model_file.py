@@ -97,6 +97,7 @@ def test_torchscript_without_metadata(tmp_path: Path, tiny) -> None:
     ({"delta_slew_limit": [0.01, 0.01, 0.01, 0.01, 0.01, 0.0]}, r"delta_slew_limit\.5: Input should be greater than 0"),
     ({"delta_smoothing_s": -0.1}, "delta_smoothing_s: Input should be greater than or equal to 0"),
     ({"unknown_key": 1}, "unknown_key: Extra inputs are not permitted"),
+    ({"state_size": 7}, "state_size: a recurrent state is supported for role 'sim_delta' only"),
 ])
 def test_invalid_metadata_fields(tiny, tmp_path: Path, changes: dict, message: str) -> None:
     with pytest.raises(ModelFileError, match=message):

@@ -16,11 +16,17 @@ import pytest
 
 from so101_common.joints import JOINTS
 from so101_gaponet.metadata import Normalisation
-from so101_gaponet.model_file import load_model, save_onnx
+from so101_gaponet.model_file import load_model, save_onnx, save_torchscript
 from so101_gaponet.models import ArchConfig
-from so101_gaponet.train import FitResult
+from so101_gaponet.train import FitResult, normalised_tensors
 from so101_sim2real.sim_delta.evaluate import evaluate
-from so101_sim2real.sim_delta.features import command_windows, history_rows, history_windows, previous_commands
+from so101_sim2real.sim_delta.features import (
+    command_windows,
+    history_rows,
+    history_windows,
+    play_offsets,
+    previous_commands,
+)
 from so101_sim2real.sim_delta.filter import SimDeltaFilter
 from so101_sim2real.sim_delta.recordings import Recording, split_heldout
 from so101_sim2real.sim_delta.rollout import replay
@@ -42,15 +48,15 @@ def test_training_recovers_a_known_lag_and_offset(motions, arch: str, tmp_path: 
     result = train_sim_delta(train, config)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        model = load_model(save_onnx(result.fit.module, result.metadata, tmp_path / "sd.onnx"), role="sim_delta")
+        model = load_model(save_onnx(result.module, result.metadata, tmp_path / "sd.onnx"), role="sim_delta")
     assert model.metadata.role == "sim_delta" and model.metadata.future_steps == 2
-    evaluation = evaluate([unseen], model.delta, model.metadata)
+    evaluation = evaluate([unseen], model.delta, model.metadata, reset_state=model.reset_state)
     # the nominal sim misses the lag and offset; with Δ the replay is close to the 'real' run on every joint
     assert np.all(evaluation.nominal > 0.005), evaluation.rows()
     floor = 0.8 if arch == "linear" else 0.6
     assert np.all(evaluation.cut_percent > 100 * floor), evaluation.rows()
     # and Δ itself is the known one (after the warm-up)
-    recorder = SimDeltaFilter(model.delta, model.metadata, unseen.time, unseen.command)
+    recorder = SimDeltaFilter(model.delta, model.metadata, unseen.time, unseen.command, model.reset_state)
     replay(unseen, recorder)
     known = known_delta(unseen.command)
     applied = np.array(recorder.deltas)
@@ -72,7 +78,7 @@ def test_filter_builds_the_inputs_training_builds(motions) -> None:
     config = SimDeltaConfig(history=4, future_steps=3)
     arch = ArchConfig(kind="linear", joints=6, history=4, features=3, future_steps=3)
     meta = metadata_for(FitResult(None, norm), arch, config, (0.1,) * 6, {})  # type: ignore[arg-type]
-    run = replay(recording, SimDeltaFilter(spy, meta, recording.time, recording.command))
+    run = replay(recording, SimDeltaFilter(spy, meta, recording.time, recording.command, lambda: None))
     # offline: the same rows from the replayed states and the nominal commands
     rows = history_rows(run.position, run.velocity, previous_commands(recording.command))
     windows, upcoming = history_windows(rows, 4), command_windows(recording.command, 3)
@@ -125,7 +131,7 @@ def test_dagger_labels_steer_back_to_the_real_run(motions) -> None:
                          command_std=(1.0,) * 6, delta_mean=(0.0,) * 6, delta_std=(1.0,) * 6)
     arch = ArchConfig(kind="linear", joints=6, history=3, features=3, future_steps=2)
     meta = metadata_for(FitResult(None, norm), arch, config, (0.1,) * 6, {})  # type: ignore[arg-type]
-    samples = rollout_samples(recording, lambda history, commands: np.zeros(6), meta, targets, config)
+    samples = rollout_samples(recording, lambda history, commands: np.zeros(6), meta, targets, config, lambda: None)
     nominal = replay(recording).position  # Δ = 0: the states visited are the nominal replay's
     expected = targets[2] + 0.5 * (recording.position - nominal)
     np.testing.assert_allclose(samples.delta, expected[::config.sample_stride], atol=1e-9)
@@ -141,6 +147,70 @@ def test_state_fed_training_with_dagger_runs_and_recovers_the_gap(motions, tmp_p
     assert "1 DAgger rounds" in result.metadata.provenance["objective"]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        model = load_model(save_onnx(result.fit.module, result.metadata, tmp_path / "sd.onnx"), role="sim_delta")
-    evaluation = evaluate([unseen], model.delta, model.metadata)
+        model = load_model(save_onnx(result.module, result.metadata, tmp_path / "sd.onnx"), role="sim_delta")
+    evaluation = evaluate([unseen], model.delta, model.metadata, reset_state=model.reset_state)
     assert np.all(evaluation.cut_percent > 50.0), evaluation.rows()
+
+
+def test_play_offsets_keep_the_side_of_the_last_move() -> None:
+    # one joint, radius 0.02: start 0.05 above the first command, rise to 0.1, back 0.03 (inside the band), down to 0
+    command = np.concatenate([np.zeros(3), np.linspace(0.0, 0.1, 11), np.full(5, 0.1), np.full(5, 0.07), np.full(5, 0.0)])[:, None]
+    offsets = play_offsets(command, np.array([0.05]), np.array([0.02]))[:, 0, 0]
+    np.testing.assert_allclose(offsets[:3], 0.02)  # starts on the side the arm is on (clipped to the band)
+    np.testing.assert_allclose(offsets[10:19], -0.02)  # trails a rising command by r, and keeps it through the hold
+    np.testing.assert_allclose(offsets[19:24], 0.01)  # a step back inside the band: the output stays at 0.08
+    np.testing.assert_allclose(offsets[24:], 0.02)  # a step down past the band: trails from above
+
+
+@pytest.mark.parametrize("structure", ["joint", "per_joint_residual"])
+def test_exported_recurrent_model_steps_the_training_recursion(motions, structure: str, tmp_path: Path) -> None:
+    """The file's graph, stepped tick by tick through the replay's filter, gives the Δ the trained network
+    gives on the offline (whole-recording) play offsets: one recursion, in training and in the replay."""
+    import torch
+
+    from so101_sim2real.sim_delta.trainer import teacher_samples
+
+    train, unseen = motions
+    config = SimDeltaConfig(arch="mlp", history=4, future_steps=2, hidden=16, epochs=1, sample_stride=1,
+                            play_radii=(0.005, 0.02), structure=structure)
+    result = train_sim_delta(train, config)
+    assert result.metadata.state_size == 2 * 6 + 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        files = [save_onnx(result.module, result.metadata, tmp_path / "sd.onnx"),
+                 save_torchscript(result.module, result.metadata, tmp_path / "sd.pt")]
+    samples = teacher_samples(unseen, (unseen.position, np.zeros_like(unseen.position), np.zeros_like(unseen.position)), config)
+    norm = result.fit.normalisation
+    with torch.no_grad():
+        history, commands, _ = normalised_tensors(norm, samples.history, samples.teacher_commands(), samples.delta)
+        offline = result.fit.module(history, commands).numpy() * np.array(norm.delta_std) + np.array(norm.delta_mean)
+    offline = np.clip(offline, -np.array(result.metadata.delta_bounds), np.array(result.metadata.delta_bounds))
+    for path in files:
+        model = load_model(path, role="sim_delta")
+        for _ in range(2):  # a second stream starts from a reset state: the same Δ
+            recorder = SimDeltaFilter(model.delta, model.metadata, unseen.time, unseen.command, model.reset_state)
+            replay(unseen, recorder)
+            np.testing.assert_allclose(np.array(recorder.deltas), offline[:len(recorder.deltas)], atol=2e-5)
+        last = play_offsets(unseen.command, unseen.position[0], np.array(config.play_radii))[len(recorder.deltas) - 1]
+        np.testing.assert_allclose(model.state[:-1], last.reshape(-1), atol=1e-6)
+        assert model.state[-1] == 1.0
+    with pytest.raises(ValueError, match="needs its reset_state"):
+        SimDeltaFilter(model.delta, model.metadata, unseen.time, unseen.command)
+
+
+def test_recurrent_metadata_needs_a_recurrent_graph(motions, tmp_path: Path) -> None:
+    config = SimDeltaConfig(arch="linear", history=4, future_steps=2, play_radii=())
+    result = train_sim_delta(motions[0][:1], config)
+    stateless = result.metadata.model_copy(update={"state_size": 13})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        path = save_onnx(result.module, result.metadata, tmp_path / "plain.onnx")
+    import onnx
+
+    from so101_gaponet.metadata import METADATA_KEY, ModelFileError
+
+    proto = onnx.load(str(path))
+    next(p for p in proto.metadata_props if p.key == METADATA_KEY).value = stateless.to_json()
+    onnx.save(proto, str(path))
+    with pytest.raises(ModelFileError, match=r"expected 3 inputs \(history, commands, state\)"):
+        load_model(path, role="sim_delta")

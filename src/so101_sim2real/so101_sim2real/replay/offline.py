@@ -37,7 +37,7 @@ def delta_filter(model_path: Path, control_rate_hz: float | None,
         model = load_model(model_path, joints=JOINT_NAMES, rate_hz=control_rate_hz)
         if model.metadata.role == "sim_delta":
             ordered = command.reordered(JOINT_NAMES)
-            return (SimDeltaFilter(model.delta, model.metadata, ordered.time, ordered.position),
+            return (SimDeltaFilter(model.delta, model.metadata, ordered.time, ordered.position, model.reset_state),
                     float(model.metadata.rate_hz))
         compensator = Compensator(CompensatorConfig(joints=JOINT_NAMES), model)
     except (ModelFileError, CompensatorError, OSError) as err:

@@ -26,13 +26,13 @@ STEPS = 3000
 TARGET_P99_MS = 0.2
 
 
-def _filter_times(delta_fn, metadata) -> list[float]:
+def _filter_times(delta_fn, metadata, reset_state=None) -> list[float]:
     from so101_sim2real.sim_delta.filter import SimDeltaFilter
 
     rng = np.random.default_rng(0)
     commands = rng.uniform(-0.5, 0.5, (STEPS, len(JOINT_NAMES)))
     states = rng.uniform(-0.5, 0.5, (STEPS, 2, len(JOINT_NAMES)))
-    tick = SimDeltaFilter(delta_fn, metadata, np.arange(STEPS) * 0.02, commands)
+    tick = SimDeltaFilter(delta_fn, metadata, np.arange(STEPS) * 0.02, commands, reset_state)
     counter = iter(range(10 * STEPS))
 
     def step() -> None:
@@ -50,8 +50,8 @@ def benchmarks(model_path: Path = SHIPPED_SIM_DELTA) -> Iterator[BenchResult]:
     from so101_sim2real.sim_delta.trainer import SimDeltaConfig, train_sim_delta
 
     model = load_model(model_path, role="sim_delta")
-    with_model = _filter_times(model.delta, model.metadata)
-    zero = _filter_times(lambda history, commands: np.zeros(len(JOINT_NAMES)), model.metadata)
+    with_model = _filter_times(model.delta, model.metadata, model.reset_state)
+    zero = _filter_times(lambda history, commands: np.zeros(len(JOINT_NAMES)), model.metadata, lambda: None)
     yield BenchResult(name="sim_delta.tick_p99", value=percentile(with_model, 99) * 1e3, unit="ms",
                       baseline=percentile(zero, 99) * 1e3, baseline_name="the same filter with Δ = 0 (no model), same run",
                       better="lower", target=TARGET_P99_MS)

@@ -74,14 +74,14 @@ def run(args: argparse.Namespace) -> int:
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                (save_onnx if out.suffix == ".onnx" else save_torchscript)(result.fit.module, metadata, out)
+                (save_onnx if out.suffix == ".onnx" else save_torchscript)(result.module, metadata, out)
             model = load_model(out, role="sim_delta")
         except ModelFileError as err:
             print(f"error: {err}")
             return 1
         entry: dict[str, object] = {"train_seconds": round(result.seconds, 1), "log": result.log}
         if heldout:
-            evaluation = evaluate(heldout, model.delta, model.metadata, cache, progress=True)
+            evaluation = evaluate(heldout, model.delta, model.metadata, cache, progress=True, reset_state=model.reset_state)
             print(format_table(arch, evaluation))
             entry["heldout"] = evaluation.rows()
             entry["per_motion"] = {name: {"nominal": np.round(n, 5).tolist(), "with_delta": np.round(d, 5).tolist()}

@@ -39,8 +39,8 @@ class Evaluation:
 
 def evaluate(recordings: Sequence[Recording], delta_fn: Callable[[np.ndarray, np.ndarray], np.ndarray],
              metadata: GapModelMetadata, nominal_cache: dict[str, np.ndarray] | None = None,
-             progress: bool = False) -> Evaluation:
-    """Replay every recording nominal and with the model's Δ (closed loop, the replay's filter)."""
+             progress: bool = False, reset_state: Callable[[], None] | None = None) -> Evaluation:
+    """Replay every recording nominal and with the model's Δ (closed loop, the replay's filter; ``reset_state``: a recurrent model's)."""
     squares_nominal, squares_delta, frames = np.zeros(len(JOINT_NAMES)), np.zeros(len(JOINT_NAMES)), 0
     per_motion = {}
     for recording in tqdm(recordings, desc="held-out replays", unit="motion", disable=not progress):
@@ -50,7 +50,7 @@ def evaluate(recordings: Sequence[Recording], delta_fn: Callable[[np.ndarray, np
             nominal = replay(recording).position
             if nominal_cache is not None:
                 nominal_cache[recording.name] = nominal
-        corrected = replay(recording, SimDeltaFilter(delta_fn, metadata, recording.time, recording.command)).position
+        corrected = replay(recording, SimDeltaFilter(delta_fn, metadata, recording.time, recording.command, reset_state)).position
         squares_nominal += ((nominal - recording.position) ** 2).sum(axis=0)
         squares_delta += ((corrected - recording.position) ** 2).sum(axis=0)
         frames += len(recording.time)

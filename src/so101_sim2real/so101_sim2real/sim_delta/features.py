@@ -8,13 +8,15 @@ the model from reading its own past outputs (no feedback loop through the histor
 what the real arm's lag depends on: the commands of the last ~100 ms. Rows before the first one
 repeat the first row (the runtime does the same during warm-up). Command rows: the current
 command, then the next ``future_steps − 1``, the last one repeated past the end of the motion.
+Play offsets: the play (backlash) operators on each joint's command stream, the model's recurrent
+state (:class:`..network.PlayStateModel` steps the same recursion in the exported graph).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["history_rows", "history_windows", "command_windows", "previous_commands"]
+__all__ = ["history_rows", "history_windows", "command_windows", "previous_commands", "play_offsets"]
 
 
 def previous_commands(command: np.ndarray) -> np.ndarray:
@@ -37,3 +39,15 @@ def command_windows(command: np.ndarray, future_steps: int) -> np.ndarray:
     """``(N, K, J)``: ``command[i], command[i+1], …`` (clamped at the last row) for each step ``i``."""
     index = np.minimum(np.arange(len(command))[:, None] + np.arange(future_steps)[None, :], len(command) - 1)
     return command[index]
+
+
+def play_offsets(command: np.ndarray, initial_position: np.ndarray, radii: np.ndarray) -> np.ndarray:
+    """``(N, R, J)``: ``y_t − a_t`` of the play operators ``y_t = clip(y_{t−1}, a_t − r, a_t + r)``, ``y_{−1}`` = the initial position."""
+    radii = np.asarray(radii, dtype=np.float64).reshape(-1, 1)
+    command = np.asarray(command, dtype=np.float64)
+    offsets = np.empty((len(command), len(radii), command.shape[1]))
+    output = np.broadcast_to(np.asarray(initial_position, dtype=np.float64), (len(radii), command.shape[1]))
+    for t, current in enumerate(command):
+        output = np.minimum(np.maximum(output, current - radii), current + radii)
+        offsets[t] = output - current
+    return offsets

@@ -4,7 +4,9 @@ Called once per control tick by :meth:`so101_sim2real.replay.mujoco_backend.Mujo
 tick's time, the held nominal command and the simulated state. It knows the whole command stream
 (the replay does), so it hands the model the current command and the ``future_steps − 1`` after it,
 chosen with the same zero-order hold as the simulator. Δ is clipped to the model's bounds. The
-history is warm from the first tick (front-padded with the first row, as in training).
+history is warm from the first tick (front-padded with the first row, as in training). A recurrent
+model (``metadata.state_size > 0``) holds its state in its runtime: the filter takes the model's
+``reset_state`` and starts the stream with it, so one loaded model serves one filter at a time.
 """
 
 from __future__ import annotations
@@ -28,7 +30,11 @@ class SimDeltaFilter:
     """Per-tick ``a + Δ`` for one command stream; record of the Δ applied per tick in :attr:`deltas`."""
 
     def __init__(self, delta: DeltaFunction, metadata: GapModelMetadata, command_time: np.ndarray,
-                 command: np.ndarray) -> None:
+                 command: np.ndarray, reset_state: Callable[[], None] | None = None) -> None:
+        if metadata.state_size and reset_state is None:
+            raise ValueError("a recurrent sim-delta model needs its reset_state (e.g. GapModel.reset_state) to start a stream")
+        if reset_state is not None:
+            reset_state()
         self._delta = delta
         self._history_len, self._future = metadata.history, metadata.future_steps
         self._bounds = np.asarray(metadata.delta_bounds, dtype=np.float64)

@@ -15,9 +15,21 @@ on absolute commands made wrist_roll 6× worse than nominal). So this stage hand
   ``(a(t+k) − a(t)) / scale``;
 
 with the same shapes, so every architecture of :mod:`so101_gaponet.models` sits behind it unchanged.
+
+**Play-operator memory** (``play_radii``, the shipped formulation): where a joint rests inside its
+backlash/friction band depends on how it got there, often seconds ago, past any history window
+(measured: history 50 rows did not help). A play (backlash) operator of radius ``r`` on a joint's
+command stream, ``y_t = clip(y_{t−1}, a_t − r, a_t + r)``, carries exactly that: ``y − a`` is
+``±r`` after a move in one direction, and stays there through a hold of any length. For each
+radius the offsets ``(y − a) / r`` reach the inner network as ``R`` more command rows, one per
+radius (so a per-joint model sees its own joint's operators only). The operator's output is the
+model's recurrent state (:class:`PlayStateModel`, the exported graph); in training the offsets
+come from :func:`..features.play_offsets` over the whole recording, as the inner network's extra
+command rows (:meth:`RelativeCommandInputs.forward`, the teacher-forced view).
 """
 
-from __future__ import annotations
+# no `from __future__ import annotations`: TorchScript reads the buffers' class annotations as objects
+from collections.abc import Sequence
 
 import numpy as np
 import torch
@@ -25,8 +37,9 @@ from torch import nn
 
 from so101_common.joints import JOINT_NAMES
 from so101_gaponet.metadata import Normalisation
+from so101_gaponet.models import ArchConfig, PerJointLinear
 
-__all__ = ["RelativeCommandInputs", "GRAVITY_JOINTS"]
+__all__ = ["RelativeCommandInputs", "PlayStateModel", "PerJointMLP", "LinearResidual", "GRAVITY_JOINTS"]
 
 GRAVITY_JOINTS = ("shoulder_lift", "elbow_flex", "wrist_flex")
 
@@ -44,11 +57,20 @@ class RelativeCommandInputs(nn.Module):
     inverse_scale: torch.Tensor
     state_mask: torch.Tensor
     absolute_mask: torch.Tensor
+    radii: torch.Tensor  # (R, 1) rad
+    inverse_radii: torch.Tensor
 
-    def __init__(self, net: nn.Module, normalisation: Normalisation, relative_scale: np.ndarray, state_inputs: bool) -> None:
+    def __init__(self, net: nn.Module, normalisation: Normalisation, relative_scale: np.ndarray, state_inputs: bool,
+                 future_steps: int, play_radii: Sequence[float] = ()) -> None:
         super().__init__()
         joints = len(JOINT_NAMES)
-        self.net, self.joints = net, joints
+        self.net, self.joints, self.future_steps = net, joints, future_steps
+        radii = np.asarray(play_radii, dtype=np.float32).reshape(-1, 1)
+        if (radii <= 0).any():
+            raise ValueError(f"play radii must be > 0, got {list(play_radii)}")
+        self.plays = len(radii)
+        self.register_buffer("radii", torch.from_numpy(radii))
+        self.register_buffer("inverse_radii", torch.from_numpy(1.0 / np.maximum(radii, 1e-9)))
         history_mean = np.asarray(normalisation.history_mean, dtype=np.float32)
         history_std = np.asarray(normalisation.history_std, dtype=np.float32)
         self.register_buffer("position_mean", torch.from_numpy(history_mean[:joints]))
@@ -61,9 +83,19 @@ class RelativeCommandInputs(nn.Module):
         self.register_buffer("state_mask", torch.tensor(1.0 if state_inputs else 0.0))
         self.register_buffer("absolute_mask", torch.tensor([1.0 if n in GRAVITY_JOINTS else 0.0 for n in JOINT_NAMES]))
 
+    def raw_commands(self, commands: torch.Tensor) -> torch.Tensor:
+        return commands * self.command_std + self.command_mean
+
     def transform(self, history: torch.Tensor, commands: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The inner network's inputs in the teacher-forced view: ``commands`` holds the ``future_steps``
+        command rows, then (with play radii) the ``R`` play offsets ``y − a`` (rad) in the commands' normalisation."""
+        steps = self.future_steps
+        return self.features(history, commands[:, :steps], self.raw_commands(commands[:, steps:]))
+
+    def features(self, history: torch.Tensor, commands: torch.Tensor, play_offsets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``history``/``commands`` normalised as in the file, ``play_offsets (B, R, J)`` in rad."""
         joints = self.joints
-        raw_commands = commands * self.command_std + self.command_mean
+        raw_commands = self.raw_commands(commands)
         current = raw_commands[:, :1, :]
         raw_previous = history[:, :, 2 * joints:] * self.previous_std + self.previous_mean
         previous = (raw_previous - current) * self.inverse_scale
@@ -72,8 +104,90 @@ class RelativeCommandInputs(nn.Module):
         position = (raw_position - current) * self.inverse_scale * self.state_mask
         velocity = history[:, :, joints:2 * joints] * self.state_mask
         absolute = commands[:, :1, :] * self.absolute_mask
-        return torch.cat((position, velocity, previous), dim=2), torch.cat((absolute, upcoming), dim=1)
+        plays = play_offsets * self.inverse_radii
+        return torch.cat((position, velocity, previous), dim=2), torch.cat((absolute, upcoming, plays), dim=1)
 
     def forward(self, history: torch.Tensor, commands: torch.Tensor) -> torch.Tensor:
+        """Teacher-forced view (training; the exported graph of a model without play radii)."""
         history_in, commands_in = self.transform(history, commands)
         return self.net(history_in, commands_in)
+
+
+class PlayStateModel(nn.Module):
+    """The exported graph of a model with play radii: ``forward(history, commands, state) -> (delta, next_state)``.
+
+    ``state (B, R·J + 1)``: the play offsets ``y − a`` of the previous step (rad, radius-major),
+    then a flag that is 0 before the first step. The previous output ``y_{t−1}`` is the previous
+    command (the history's last row) plus its offset; on the first step it is the arm's position
+    (the history's last row too), so a joint that starts off its command starts on that side of its band.
+    """
+
+    def __init__(self, inputs: RelativeCommandInputs) -> None:
+        super().__init__()
+        self.inputs = inputs
+
+    def forward(self, history: torch.Tensor, commands: torch.Tensor, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        core = self.inputs
+        joints, plays = core.joints, core.plays
+        current = core.raw_commands(commands[:, :1, :])  # (B, 1, J)
+        last = history[:, -1:, :]
+        position = last[:, :, :joints] * core.position_std + core.position_mean
+        previous_command = last[:, :, 2 * joints:] * core.previous_std + core.previous_mean
+        started = state[:, -1:].unsqueeze(2)  # (B, 1, 1)
+        previous_offsets = state[:, :-1].reshape(-1, plays, joints)
+        previous_output = started * (previous_command + previous_offsets) + (1.0 - started) * position
+        output = torch.minimum(torch.maximum(previous_output, current - core.radii), current + core.radii)
+        offsets = output - current
+        history_in, commands_in = core.features(history, commands, offsets)
+        next_state = torch.cat((offsets.flatten(1), torch.ones_like(state[:, -1:])), dim=1)
+        return core.net(history_in, commands_in), next_state
+
+
+class PerJointMLP(nn.Module):
+    """One MLP shared by the joints, each joint's Δ from its own inputs: its history columns and command
+    rows (relative commands, play offsets), the gravity pose (the absolute command row) and which joint it is.
+
+    No joint reads another joint's motion, so a joint that holds still while others move is not moved by
+    them (the full networks leak: measured, see the package README).
+    """
+
+    def __init__(self, cfg: ArchConfig) -> None:
+        super().__init__()
+        self.joints, self.features = cfg.joints, cfg.features
+        own = cfg.history * cfg.features + cfg.future_steps
+        self.net = nn.Sequential(nn.Linear(own + 2 * cfg.joints, cfg.hidden), nn.Tanh(), nn.Linear(cfg.hidden, cfg.hidden),
+                                 nn.Tanh(), nn.Linear(cfg.hidden, 1))
+        self.register_buffer("identity", torch.eye(cfg.joints))
+
+    identity: torch.Tensor
+
+    def forward(self, history: torch.Tensor, commands: torch.Tensor) -> torch.Tensor:
+        batch = history.shape[0]
+        own = history.reshape(batch, -1, self.features, self.joints).permute(0, 3, 1, 2).reshape(batch, self.joints, -1)
+        pose = commands[:, :1, :].expand(batch, self.joints, self.joints)
+        x = torch.cat((own, commands.transpose(1, 2), pose, self.identity.expand(batch, self.joints, self.joints)), dim=2)
+        return self.net(x).squeeze(2)
+
+
+class LinearResidual(nn.Module):
+    """A fitted per-joint linear model (frozen) plus a network trained on what it leaves.
+
+    The residual network's last layer starts at zero, so training starts from the linear model's answer.
+    ``residual_scale`` (1 while training) shrinks the trained residual toward the linear model when it is
+    set below 1 afterwards (:func:`..trainer.train_sim_delta` sets it; the measured reason is in the README).
+    """
+
+    residual_scale: torch.Tensor
+
+    def __init__(self, linear: PerJointLinear, residual: nn.Module) -> None:
+        super().__init__()
+        self.linear, self.residual = linear, residual
+        self.register_buffer("residual_scale", torch.tensor(1.0))
+        for parameter in self.linear.parameters():
+            parameter.requires_grad_(False)
+        last = [m for m in residual.modules() if isinstance(m, nn.Linear)][-1]
+        nn.init.zeros_(last.weight)
+        nn.init.zeros_(last.bias)
+
+    def forward(self, history: torch.Tensor, commands: torch.Tensor) -> torch.Tensor:
+        return self.linear(history, commands) + self.residual_scale * self.residual(history, commands)

@@ -3,7 +3,9 @@
 1. Targets (:mod:`.targets`): per training frame ``Δ* = u* − a``, the command offset that makes
    MuJoCo follow the smoothed real trajectory.
 2. Supervised fit on the real trajectory (teacher forcing: the history is the real arm's state,
-   what the simulated state is under a perfect Δ).
+   what the simulated state is under a perfect Δ; the play operators run over the whole recording).
+   For the networks (``structure``): first the per-joint linear model in closed form (ridge), then the
+   network on what it leaves, its output shrunk by ``residual_scale`` afterwards.
 3. DAgger: the model drives MuJoCo through the training motions in closed loop (the same
    :class:`.filter.SimDeltaFilter` the replay uses, on the exported ONNX graph); the states it
    visits are added to the data with the same time-indexed targets ``Δ*``, and the model is refitted

@@ -6,7 +6,8 @@ then asks the model for Δ given the policy's command and, for a look-ahead mode
 (``future_steps > 1``), the upcoming commands (held at the last one given, so a policy without
 action chunks gets the current command held), adds the integral feedback (``feedback_gain`` per
 joint and step, on the error between the previous step's policy command and the measured position,
-where the sim would be; bounded like Δ, frozen while Δ is clipped), and returns ``command + Δ`` with Δ
+where the sim would be; bounded like Δ, frozen while Δ is clipped and while that error is beyond
+the bound), and returns ``command + Δ`` with Δ
 shaped in three stages: clipped to the per-joint bounds, low-passed (first order, time constant
 ``delta_smoothing_s``) and slew-limited (at most ``delta_slew_limit`` rad change per step). The last two keep a model that feeds back on its own previous commands from
 turning the compensator into a high-gain loop around the arm: a constant command on a settled arm
@@ -235,7 +236,10 @@ class Compensator:
         if self._previous_command is None or not self.feedback_gain.any():
             return
         error = self._previous_command - self._position
-        step = self.feedback_gain * error
+        # Conditional integration: an error beyond Δ's bound (the arm still travelling to a far command, held
+        # back by the safety filter's bounds) is no friction or gravity offset; integrated, it winds the
+        # correction up to its bound and the arm overshoots by as much when it arrives.
+        step = np.where(np.abs(error) <= self.delta_bounds, self.feedback_gain * error, 0.0)
         # anti-windup: do not grow the correction past the bound, nor while the total is clipped
         total = raw + self._integral
         growing = np.sign(step) == np.sign(total)

@@ -183,3 +183,24 @@ def test_a_joint_that_does_not_answer_keeps_its_previous_measurement() -> None:
         assert np.isfinite(out.command).all(), f"step {i}: {out.command}"
         np.testing.assert_allclose(out.command, reference.command, atol=1e-12)
         previous = measured
+
+
+def test_the_correction_does_not_wind_up_while_the_arm_travels_to_a_far_command() -> None:
+    """An arm still on its way to a command further than Δ's bound (a start pose, the safety filter's ramp):
+    that error is no friction or gravity offset, and integrating it wound the correction up to its bound;
+    the arm then overshot the pose by as much (through ROS, 0.27 rad on shoulder_lift at the demo's start).
+    The correction waits until the error is within the bound, then removes the offset that is left."""
+    from so101_gaponet.shipped import SHIPPED_MODEL
+
+    comp = Compensator(CONFIG, load_model(SHIPPED_MODEL))
+    command = np.array([0.3, -0.6, 0.7, 0.5, 0.4, 0.6])
+    start = command - (comp.delta_bounds + 0.2)
+    for i in range(50):  # travelling: the error shrinks from bound + 0.2 to bound + 0.01
+        t = i * 0.02
+        comp.update_measured(start + (0.19 * i / 49) * np.ones(6), np.zeros(6), stamp=t)
+        comp.compensate(command, now=t)
+        assert comp.status()["feedback_correction"] == [0.0] * 6, i
+    for i in range(50, 100):  # arrived, 0.02 rad short of the command (sag): the correction takes it up
+        comp.update_measured(command - 0.02, np.zeros(6), stamp=i * 0.02)
+        comp.compensate(command, now=i * 0.02)
+    assert all(c > 0.01 for c in comp.status()["feedback_correction"])

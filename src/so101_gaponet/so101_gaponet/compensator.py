@@ -6,7 +6,8 @@ then asks the model for Δ given the policy's command and, for a look-ahead mode
 (``future_steps > 1``), the upcoming commands (held at the last one given, so a policy without
 action chunks gets the current command held), adds the integral feedback (``feedback_gain`` per
 joint and step, on the error between the previous step's policy command and the measured position,
-where the sim would be; bounded like Δ, frozen while Δ is clipped), and returns ``command + Δ`` with Δ
+where the sim would be; bounded like Δ, frozen while Δ is clipped and while that error is beyond
+the bound), and returns ``command + Δ`` with Δ
 shaped in three stages: clipped to the per-joint bounds, low-passed (first order, time constant
 ``delta_smoothing_s``) and slew-limited (at most ``delta_slew_limit`` rad change per step). The last two keep a model that feeds back on its own previous commands from
 turning the compensator into a high-gain loop around the arm: a constant command on a settled arm
@@ -133,6 +134,7 @@ class Compensator:
         self._position = np.full(joints, np.nan)
         self._velocity = np.full(joints, np.nan)
         self._measured_stamp: float | None = None
+        self._fresh = np.zeros(joints, dtype=bool)  # joints measured since the previous step
         self._last_output: np.ndarray | None = None
         self._delta = np.zeros(joints)  # Δ applied on the latest step (0 on passthrough steps)
         self._wanted = np.zeros(joints)  # scratch: Δ before the slew limit
@@ -146,12 +148,13 @@ class Compensator:
         """Latest measured state; velocity missing or NaN is estimated from the previous position.
 
         A joint whose position is NaN or inf (the driver's reading of a servo that did not answer) keeps
-        its previous measurement, as in the safety filter: the integral feedback would otherwise take the
-        NaN in for good and every later output would be NaN."""
+        its previous measurement, as in the safety filter, and counts as not measured: the integral
+        feedback would otherwise take the NaN in for good and every later output would be NaN."""
         position = self._vector(position, "position")
         unread = ~np.isfinite(position)
         if unread.any():
             position = np.where(unread, self._position, position)
+        self._fresh |= ~unread
         if velocity is not None:
             velocity = self._vector(velocity, "velocity")
         else:
@@ -209,6 +212,7 @@ class Compensator:
         if not compensated:
             self._delta[:] = 0.0  # passthrough; compensation resumes from 0 under the slew limit
             self._integral[:] = 0.0
+        self._fresh[:] = False
         self._previous_command = command
         np.add(command, self._delta, out=self._output)
         self._last_output = self._output.copy()
@@ -231,11 +235,20 @@ class Compensator:
         return rows
 
     def _integrate(self, command: np.ndarray, raw: np.ndarray) -> None:
-        """Integral feedback: the previous command is where the sim is now (it follows one step behind)."""
+        """Integral feedback: the previous command is where the sim is now (it follows one step behind).
+
+        Each measurement counts once: a joint not measured since the previous step keeps its correction
+        rather than adding the same, stale, error again. Joint states come at twice the model's rate, so
+        this changes nothing on a healthy chain; on a starved one (measured through ROS: joint states at
+        15–25 Hz for seconds) re-integrating each stale error multiplied the loop's gain and it swung to Δ's
+        bound (0.1–0.18 rad tracking error on shoulder_pan)."""
         if self._previous_command is None or not self.feedback_gain.any():
             return
-        error = self._previous_command - self._position
-        step = self.feedback_gain * error
+        error = np.where(self._fresh, self._previous_command - self._position, 0.0)
+        # Conditional integration: an error beyond Δ's bound (the arm still travelling to a far command, held
+        # back by the safety filter's bounds) is no friction or gravity offset; integrated, it winds the
+        # correction up to its bound and the arm overshoots by as much when it arrives.
+        step = np.where(np.abs(error) <= self.delta_bounds, self.feedback_gain * error, 0.0)
         # anti-windup: do not grow the correction past the bound, nor while the total is clipped
         total = raw + self._integral
         growing = np.sign(step) == np.sign(total)
@@ -277,6 +290,7 @@ class Compensator:
         self._last_output = None
         self._previous_command = None
         self._position[:] = np.nan
+        self._fresh[:] = False
         self._delta[:] = 0.0
         self._integral[:] = 0.0
 

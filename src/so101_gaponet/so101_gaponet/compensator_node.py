@@ -6,12 +6,13 @@ history), ``gaponet/joint_command`` (out), ``/diagnostics``. Service ``~/enable`
 Parameters: :class:`so101_gaponet.parameters.CompensatorParameters`.
 
 Rate contract (:class:`so101_gaponet.step_clock.StepClock`): a model was trained on history rows one
-control period apart, so the compensator steps at the model's rate whatever the policy's rate. Each
-command is stepped as it arrives (a policy at the model's rate waits for nothing, also when its messages
-come late), unless it comes less than three quarters of a period after the previous step: it then waits
-for the timer, one period after that step. The timer steps on its own, holding the latest command, only
-for a policy slower than the model (a 30 Hz policy into a 50 Hz model: each command is used on the steps
-until the next one arrives). Without a model the node forwards each command as it arrives. No command
+control period apart, so the compensator steps at the model's rate whatever the policy's rate. A policy
+at the model's rate is stepped on each command as it arrives (it waits for nothing, also when its
+messages come late or unevenly). Otherwise a command that comes less than three quarters of a period
+after the previous step waits for the timer, one period after that step (a faster policy: its latest
+command once a period). The timer steps on its own, holding the latest command, only for a policy slower
+than the model (a 30 Hz policy into a 50 Hz model: each command is used on the steps until the next one
+arrives). Without a model the node forwards each command as it arrives. No command
 for ``command_timeout`` s: nothing is published (the safety filter's watchdog holds the arm).
 """
 

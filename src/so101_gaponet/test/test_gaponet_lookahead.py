@@ -70,30 +70,33 @@ def test_non_finite_upcoming_commands_are_refused(tiny) -> None:
 
 
 def test_integral_feedback_integrates_the_tracking_error_up_to_the_bound(tiny) -> None:
-    gain = 0.1
+    gain = 0.25
     model = RecordingModel(tiny[0].metadata, future_steps=1, feedback_gain=gain)
     comp = Compensator(CompensatorConfig(joints=JOINT_NAMES), model)
     k = _warm(comp, model, np.zeros(6))
-    command = np.full(6, 0.1)  # the arm stays at 0: an error of 0.1 rad once the command is the previous one
-    deltas = [_step(comp, k + i, np.zeros(6), command).delta[0] for i in range(12)]
+    command = np.full(6, 0.04)  # the arm stays at 0: an error of 0.04 rad (within the 0.05 bound) once the
+    deltas = [_step(comp, k + i, np.zeros(6), command).delta[0] for i in range(12)]  # command is the previous one
     # the first step's previous command was 0 (no error); then 0.01 rad per step until the 0.05 bound
     np.testing.assert_allclose(deltas, [0.0, 0.01, 0.02, 0.03, 0.04, 0.05, 0.05, 0.05, 0.05, 0.05, 0.05, 0.05],
                                atol=1e-12)
     # the error reverses: the correction unwinds at once (no wind-up beyond the bound)
-    back = [_step(comp, k + 12 + i, np.full(6, 0.2), command).delta[0] for i in range(3)]
+    back = [_step(comp, k + 12 + i, np.full(6, 0.08), command).delta[0] for i in range(3)]
     np.testing.assert_allclose(back, [0.04, 0.03, 0.02], atol=1e-12)
+    # an error beyond the bound (the arm still travelling to a far command) is not integrated
+    far = [_step(comp, k + 15 + i, np.full(6, -0.5), command).delta[0] for i in range(3)]
+    np.testing.assert_allclose(far, [0.02, 0.02, 0.02], atol=1e-12)
 
 
 def test_disabling_clears_the_integral_and_the_configuration_overrides_the_file(tiny) -> None:
-    model = RecordingModel(tiny[0].metadata, future_steps=1, feedback_gain=0.1)
+    model = RecordingModel(tiny[0].metadata, future_steps=1, feedback_gain=0.25)
     comp = Compensator(CompensatorConfig(joints=JOINT_NAMES), model)
     k = _warm(comp, model, np.zeros(6))
     for i in range(4):
-        _step(comp, k + i, np.zeros(6), np.full(6, 0.1))
+        _step(comp, k + i, np.zeros(6), np.full(6, 0.04))
     comp.enabled = False
-    assert not _step(comp, k + 4, np.zeros(6), np.full(6, 0.1)).compensated
+    assert not _step(comp, k + 4, np.zeros(6), np.full(6, 0.04)).compensated
     comp.enabled = True
-    assert _step(comp, k + 5, np.zeros(6), np.full(6, 0.1)).delta[0] == pytest.approx(0.01)  # from 0 again
+    assert _step(comp, k + 5, np.zeros(6), np.full(6, 0.04)).delta[0] == pytest.approx(0.01)  # from 0 again
     off = Compensator(CompensatorConfig(joints=JOINT_NAMES, feedback_gain=(0.0,) * 6), model)
     k = _warm(off, model, np.zeros(6))
-    assert all(_step(off, k + i, np.zeros(6), np.full(6, 0.1)).delta[0] == 0.0 for i in range(5))
+    assert all(_step(off, k + i, np.zeros(6), np.full(6, 0.04)).delta[0] == 0.0 for i in range(5))

@@ -249,6 +249,16 @@ def test_a_policy_at_the_model_rate_is_stepped_on_each_command_as_it_arrives_eve
     np.testing.assert_allclose([t for t, _ in steps], arrivals)
 
 
+def test_one_late_command_does_not_delay_the_ones_after_it() -> None:
+    """A policy at the model's rate with one message 9 ms late: the next one, on time, comes 11 ms after that
+    step and is stepped at once too (it waited for the timer before, and so did every one after it: the
+    stream stayed 9 ms late)."""
+    arrivals = [0.02 * k + (0.009 if k == 10 else 0.001) for k in range(60)]
+    steps = _drive(arrivals, until=arrivals[-1])
+    assert [value for _, value in steps] == list(range(60))
+    np.testing.assert_allclose([t for t, _ in steps], arrivals)
+
+
 def test_a_slower_policy_gets_fill_in_steps_at_the_model_rate_and_a_faster_one_no_more_than_the_model_rate() -> None:
     slow = _drive(list(np.arange(60) / 30.0), until=2.0)  # 30 Hz into a 50 Hz model: the timer fills in
     assert 90 <= len(slow) <= 105, len(slow)

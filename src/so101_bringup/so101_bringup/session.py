@@ -55,6 +55,7 @@ class RecordedMotion:
     bag: Path  # the episode's bag folder
     start: float  # s on the ROS clock (the recorded messages' stamps) when the motion started
     stop: float  # ... when it ended or was stopped
+    state_rate_hz: float  # joint states received per second while it played (the chain's health)
     faults: tuple[FaultSpan, ...] = ()  # s since the motion started
 
 
@@ -73,13 +74,18 @@ class DeployMonitor:
     """Latest measured and commanded positions (for the live table), and servo faults from ``/diagnostics``
     as spans in seconds since :meth:`mark` (the motion's start)."""
 
+    STILL_RAD = 0.005  # a joint that moved less than this (≈3 encoder steps) is at rest
+
     def __init__(self, node: Node) -> None:
         self.measured = np.full(len(JOINT_NAMES), np.nan)
         self.commanded = np.full(len(JOINT_NAMES), np.nan)
         self.faults = FaultSpanTracker()
         self._clock = node.get_clock()
         self._origin_ns = self._clock.now().nanoseconds
-        node.create_subscription(JointState, "/joint_states", lambda m: self._store(m, self.measured), 10)
+        self._rest = np.full(len(JOINT_NAMES), np.nan)  # where the arm was when it last moved
+        self._still_since_ns = self._origin_ns
+        self.states = 0  # joint states received since mark()
+        node.create_subscription(JointState, "/joint_states", self._on_state, 10)
         node.create_subscription(JointState, "/policy/joint_command", lambda m: self._store(m, self.commanded), 10)
         node.create_subscription(DiagnosticArray, "/diagnostics", self._on_diagnostics, 50)
 
@@ -87,11 +93,23 @@ class DeployMonitor:
         """Start a new motion: fault times count from now; faults still present open new spans."""
         self._origin_ns = self._clock.now().nanoseconds
         self.faults = FaultSpanTracker()
+        self.states = 0
 
-    def at_commanded(self, tolerance: float = 0.25) -> bool:
-        """Every joint measured within ``tolerance`` rad of its command (the gap profile's sag included)."""
+    def settled(self, tolerance: float = 0.25, hold_s: float = 0.3) -> bool:
+        """Every joint within ``tolerance`` rad of its command (the gap profile's sag included) and none moved
+        more than :attr:`STILL_RAD` for ``hold_s``: an episode that starts before the arm has come to rest
+        carries the approach in its first seconds, which no compensator should be judged on."""
         offset = np.abs(self.measured - self.commanded)
-        return bool(np.all(np.isfinite(offset)) and offset.max() < tolerance)
+        near = bool(np.all(np.isfinite(offset)) and offset.max() < tolerance)
+        return near and (self._clock.now().nanoseconds - self._still_since_ns) * 1e-9 >= hold_s
+
+    def _on_state(self, msg: JointState) -> None:
+        self._store(msg, self.measured)
+        self.states += 1
+        moved = np.abs(self.measured - self._rest)
+        if not np.all(moved <= self.STILL_RAD):  # NaN (not yet measured) counts as moved
+            self._rest = self.measured.copy()
+            self._still_since_ns = self._clock.now().nanoseconds
 
     def _on_diagnostics(self, msg: DiagnosticArray) -> None:
         faults = [f for status in msg.status
@@ -145,11 +163,12 @@ def run_session(label: str, opts: GraphOptions, motions: Sequence[MotionSpec], p
             assert isinstance(player, MotionPlayerNode)
             monitor = DeployMonitor(player)
             recorder = graph.nodes["RecorderNode"]
+            driver_rate_hz = float(graph.nodes["DriverNode"].params.rate_hz)
             for spec in motions:
                 motion = load_motion(spec.source, duration=spec.seconds)
                 player.set_motion(motion)
                 recorded[spec.name] = _record_motion(spec.name, motion.duration, player, monitor, recorder,
-                                                     Path(opts.bag_root), print_period)
+                                                     Path(opts.bag_root), print_period, driver_rate_hz)
                 if recorded[spec.name].faults:
                     raise ServoFaultStop(spec.name, recorded[spec.name].faults, recorded)
     finally:
@@ -163,11 +182,11 @@ def run_session(label: str, opts: GraphOptions, motions: Sequence[MotionSpec], p
 
 
 def _record_motion(name: str, duration: float, player: MotionPlayerNode, monitor: DeployMonitor, recorder: Any,
-                   bag_root: Path, print_period: float) -> RecordedMotion:
-    # The arm first moves to the motion's start pose (the player holds it) and the recorder discovers
-    # every topic; the episode then starts at rest, as a policy rollout would.
+                   bag_root: Path, print_period: float, driver_rate_hz: float) -> RecordedMotion:
+    # The arm first moves to the motion's start pose (the player holds it) and comes to rest there, and the
+    # recorder discovers every topic; the episode then starts at rest, as a policy rollout would.
     topics = {"/joint_states", "/joint_command", "/policy/joint_command"}
-    if not wait_for(lambda: (monitor.at_commanded() and topics <= set(recorder.subscribed)) or monitor.faults.active,
+    if not wait_for(lambda: (monitor.settled() and topics <= set(recorder.subscribed)) or monitor.faults.active,
                     timeout=60.0):
         raise RuntimeError(f"not ready to record {name}: arm at {monitor.measured} for {monitor.commanded}, "
                            f"recorder subscribed to {sorted(recorder.subscribed)}")
@@ -190,6 +209,7 @@ def _record_motion(name: str, duration: float, player: MotionPlayerNode, monitor
         cells = "  ".join(f"{m:+6.3f} ({c - m:+6.3f})" for m, c in zip(monitor.measured, monitor.commanded, strict=True))
         print(f" {time.monotonic() - start:6.1f} | {cells}", flush=True)
     stopped = _ros_seconds(player)
+    state_rate_hz = monitor.states / max(stopped - started, 1e-9)
     faults = monitor.faults.spans()
     if faults:
         player.hold(monitor.measured)
@@ -200,11 +220,14 @@ def _record_motion(name: str, duration: float, player: MotionPlayerNode, monitor
     ok, message = recorder.stop_episode()
     if not ok:
         raise RuntimeError(f"recorder did not stop cleanly: {message}")
-    print(f"   recorded: {message}")
+    print(f"   recorded: {message}; joint states at {state_rate_hz:.0f} Hz (driver: {driver_rate_hz:g} Hz)")
+    if state_rate_hz < 0.9 * driver_rate_hz:
+        print(f"   WARNING: the chain delivered joint states at {state_rate_hz / driver_rate_hz:.0%} of the driver's rate: "
+              "this machine is overloaded, and the recording shows it (late commands, lag) on top of the arm's gap")
     new = sorted(p for p in set(bag_root.iterdir()) - before if p.is_dir())
     if len(new) != 1:
         raise RuntimeError(f"expected one new bag for {name} under {bag_root}, found {[p.name for p in new]}")
-    return RecordedMotion(new[0], started, stopped, tuple(faults))
+    return RecordedMotion(new[0], started, stopped, state_rate_hz, tuple(faults))
 
 
 def _ros_seconds(node: Node) -> float:

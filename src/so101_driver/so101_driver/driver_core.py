@@ -86,11 +86,15 @@ class DriverConfig:
     rate_error_fraction: float = 0.5  # ... ERROR below
     retry_budget_fraction: float = 0.8  # retries of a cycle's read must end within this share of the period
     missing_after_failures: int = 3  # failed cycles in a row before a servo leaves the cycle and is probed
+    # s without a reply before a servo is *lost* (a servo fault, so101_common.servo_faults, that stops a motion);
+    # shorter silences (a loaded host, a noisy cable) are bus statistics and retried
+    lost_after_s: float = 0.5
     probe_interval_s: float = 0.25  # first probe of a missing servo; the interval doubles after each miss
     probe_interval_max_s: float = 2.0  # longest interval between probes of a missing servo
     reconnect_initial_s: float = 0.1  # first retry of a missing/failed port; doubles after each failure
     reconnect_interval_s: float = 1.0  # longest interval between tries to (re)open the port
     configure_servos: bool = False  # write LeRobot's servo settings at start (configure_lerobot)
+    configure_attempts: int = 5  # tries of the whole configuration before the start fails
     write_goals: bool = True  # False for a read-only arm (the leader): cycles only read
 
 
@@ -104,6 +108,7 @@ class _ServoState:
     probe_interval: float = 0.0  # > 0: missing, out of the cycle's SYNC_READ, probed on its own
     next_probe: float = 0.0
     peak_voltage_v: float = 0.0  # highest supply voltage it reported (reference for sag warnings)
+    silent_since: float | None = None  # clock time of the first failed cycle of the current silence
 
 
 class DriverCore:
@@ -161,14 +166,27 @@ class DriverCore:
 
     def _start_actions(self, torque_on: bool, torque_off: bool) -> None:
         if self.config.configure_servos:
-            gripper = self.calibration[GRIPPER.name].id if GRIPPER.name in self.calibration else None
-            self.bus.configure_lerobot(self.ids, gripper)
+            self._configure_servos()
         if torque_on:
             self.set_torque(True)
         else:
             if torque_off:
                 self.set_torque(False)
             self.cycle()
+
+    def _configure_servos(self) -> None:
+        """LeRobot's settings, written once at start: idempotent, so a transaction lost to a slow bus (a
+        loaded host serving the virtual arm, a servo still booting) costs a retry of the whole set."""
+        gripper = self.calibration[GRIPPER.name].id if GRIPPER.name in self.calibration else None
+        for attempt in range(1, self.config.configure_attempts + 1):
+            try:
+                self.bus.configure_lerobot(self.ids, gripper)
+                return
+            except BusError as err:
+                if attempt == self.config.configure_attempts or isinstance(err, PortError):
+                    raise
+                self.log.warning("configuring the servos failed (%s); trying again (%d of %d)", err, attempt + 1,
+                                 self.config.configure_attempts)
 
     def stop(self, torque_off: bool = False) -> None:
         """Release the port (torque is left as it is unless ``torque_off``)."""
@@ -281,6 +299,7 @@ class DriverCore:
             if state.faulted:
                 self.log.info("%s (servo %d) answers again after %d failed cycles", name, servo_id, state.consecutive)
             state.faulted, state.reason, state.consecutive, state.probe_interval = False, "", 0, 0.0
+            state.silent_since = None
             state.peak_voltage_v = max(state.peak_voltage_v, fb.voltage_v)
             valid[k] = True
             raw_pos[k], raw_vel[k], raw_load[k] = fb.position, fb.velocity, fb.load
@@ -297,6 +316,8 @@ class DriverCore:
             state.consecutive += 1
             return
         reason = str(err) if err is not None else f"no reply from servo {servo_id}"
+        if state.silent_since is None:
+            state.silent_since = now
         if not state.faulted:
             self.log.warning("%s (servo %d) faulted: %s", name, servo_id, reason)
         state.faulted, state.reason = True, reason
@@ -325,9 +346,11 @@ class DriverCore:
         return CycleResult(sample, self.telemetry(), not self.bus_error)
 
     def telemetry(self) -> tuple[ServoTelemetry, ...]:
+        now = self._clock()
         return tuple(
             ServoTelemetry(name, servo_id, s.feedback, s.faulted or bool(self.bus_error),
-                           self.bus_error or s.reason, s.consecutive, s.total, s.probe_interval)
+                           self.bus_error or s.reason, s.consecutive, s.total, s.probe_interval,
+                           now - s.silent_since if s.faulted and s.silent_since is not None else 0.0)
             for name, servo_id in zip(self.names, self.ids, strict=True)
             for s in (self._servos[name],)
         )

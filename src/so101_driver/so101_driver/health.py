@@ -121,10 +121,9 @@ def rate_values(config: DriverConfig, rates: FaultRates) -> dict[str, str]:
 
 def servo_fault_kinds(config: DriverConfig, t: ServoTelemetry) -> tuple[ServoFaultKind, ...]:
     """The servo's faults (``so101_common.servo_faults``): its error-byte protections, or ``lost`` once it has
-    been silent for ``missing_after_failures`` cycles (one missed reply is a bus statistic, not a fault)."""
+    been silent for ``lost_after_s`` (a shorter silence is a bus statistic, not a fault)."""
     if t.faulted or t.feedback is None:
-        lost = t.probe_interval_s or t.consecutive_failures >= config.missing_after_failures
-        return (ServoFaultKind.LOST,) if lost else ()
+        return (ServoFaultKind.LOST,) if t.silent_s >= config.lost_after_s else ()
     return tuple(ServoFaultKind[bit.name] for bit in decode_error_bits(t.feedback.status | t.feedback.error))
 
 

@@ -33,6 +33,7 @@ class ServoTelemetry:
     consecutive_failures: int
     total_failures: int
     probe_interval_s: float = 0.0  # > 0 while the servo is out of the cycle and probed at this interval
+    silent_s: float = 0.0  # s since its last reply, while it does not answer
 
     @property
     def flags(self) -> list[str]:

@@ -40,6 +40,26 @@ def test_start_reads_and_holds_the_arm(core, bus, cals):
 def test_configure_on_start(bus, cals):
     DriverCore(bus, cals, config=DriverConfig(configure_servos=True)).start(torque_on=True)
     assert bus.configured == ([1, 2, 3, 4, 5, 6], 6)
+
+
+def test_configuration_lost_to_a_slow_bus_is_tried_again_and_fails_only_after_every_attempt(bus, cals):
+    from so101_driver.errors import BusTimeout
+
+    calls = []
+
+    def slow_then_answering(ids, gripper_id=None):
+        calls.append(list(ids))
+        if len(calls) < 3:
+            raise BusTimeout(4, 2, "read Torque_Enable")
+        bus.configured = (list(ids), gripper_id)
+
+    bus.configure_lerobot = slow_then_answering
+    DriverCore(bus, cals, config=DriverConfig(configure_servos=True, configure_attempts=3)).start(torque_on=True)
+    assert len(calls) == 3 and bus.configured == ([1, 2, 3, 4, 5, 6], 6)
+    calls.clear()
+    with pytest.raises(BusTimeout, match="Torque_Enable"):
+        DriverCore(bus, cals, config=DriverConfig(configure_servos=True, configure_attempts=2)).start(torque_on=True)
+    assert len(calls) == 2
     assert all(bus.torque.values())
 
 

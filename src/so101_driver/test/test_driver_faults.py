@@ -132,7 +132,7 @@ def test_servo_faults_are_named_for_the_contract_and_a_single_miss_is_not_one(bu
     """The fault kinds a servo's status carries (so101_common.servo_faults), read back as consumers read them."""
     from so101_common.servo_faults import ServoFaultKind, read_servo_fault
 
-    core = DriverCore(bus, cals, clock=clock, config=DriverConfig(missing_after_failures=3))
+    core = DriverCore(bus, cals, clock=clock, config=DriverConfig(missing_after_failures=3, lost_after_s=0.5))
     core.start()
     assert core.servo_faults() == frozenset()
     bus.status[2] = 1 << 5  # shoulder_lift: the overload bit of the error byte
@@ -145,9 +145,17 @@ def test_servo_faults_are_named_for_the_contract_and_a_single_miss_is_not_one(bu
     assert healthy is not None and healthy.kinds == ()
     bus.status.clear()
     bus.unplugged.add(3)
-    for cycle in range(3):
+    silent = []
+    for _ in range(60):  # 0.6 s at 100 Hz: out of the cycle after 3 cycles, lost after 0.5 s of silence
         clock.t += 0.01
         core.cycle()
-        lost = ("elbow_flex", "lost") in core.servo_faults()
-        assert lost == (cycle == 2), f"cycle {cycle}: one or two missed replies are not a lost servo"
+        silent.append(("elbow_flex", "lost") in core.servo_faults())
+    assert not any(silent[:49]) and all(silent[50:]), "a silence shorter than lost_after_s is not a lost servo"
     assert read_servo_fault(_entries(core)["elbow_flex"].values).kinds == (ServoFaultKind.LOST,)
+    bus.unplugged.clear()
+    for _ in range(300):  # it answers again at a probe: the fault is over
+        clock.t += 0.01
+        core.cycle()
+        if not core.servo_faults():
+            break
+    assert core.servo_faults() == frozenset()

@@ -27,10 +27,16 @@ def test_demo_single_episode_records_pairs_and_reports(tmp_path: Path) -> None:
     episode = PairedDataset.load(run / "dataset").episodes[0]
     assert episode.name == "sweep"  # the motion's name, not the bag's
     # the virtual arm really moved through the driver, and the MuJoCo replay followed the same commands
-    assert np.all(np.ptp(episode.real_position, axis=0) > 0.1)
+    # (NaN: a cycle in which a servo did not answer, which a loaded machine causes now and then)
+    assert np.all(np.nanmax(episode.real_position, axis=0) - np.nanmin(episode.real_position, axis=0) > 0.1)
     for j in range(episode.real_position.shape[1]):  # a loaded machine's delays move the arm late, not elsewhere
         real, sim = episode.real_position[:, j], episode.sim_position[:, j]
-        assert max(np.corrcoef(sim[: len(sim) - lag], real[lag:])[0, 1] for lag in range(30)) > 0.9
+        best = 0.0
+        for lag in range(30):
+            a, b = sim[: len(sim) - lag], real[lag:]
+            seen = np.isfinite(a) & np.isfinite(b)
+            best = max(best, float(np.corrcoef(a[seen], b[seen])[0, 1]))
+        assert best > 0.9
     summary = json.loads((run / "report" / "summary.json").read_text())
     assert all(0.0 <= v < 0.3 for v in summary["overall"]["position"]["rmse"].values())
     assert "data:image/png;base64," in (run / "report" / "report.html").read_text()

@@ -248,13 +248,13 @@ class Compensator:
             self._play[:] = command
         rising = command - self._play > self.direction_play
         falling = self._play - command > self.direction_play
-        self._play = np.where(rising, command - self.direction_play,
-                              np.where(falling, command + self.direction_play, self._play))
+        self._play[:] = np.where(rising, command - self.direction_play,
+                                 np.where(falling, command + self.direction_play, self._play))
         if self._previous_command is not None and self.model is not None:
             step_s = 1.0 / self.model.metadata.rate_hz
-            self._slow = ((np.abs(command - self._previous_command) <= self.direction_play)
-                          & (np.abs(self._velocity) * step_s <= 2 * self.direction_play))
-        self._side = np.where(rising, 1, np.where(falling, 0, self._side))
+            self._slow[:] = ((np.abs(command - self._previous_command) <= self.direction_play)
+                             & (np.abs(self._velocity) * step_s <= 2 * self.direction_play))
+        self._side[:] = np.where(rising, 1, np.where(falling, 0, self._side))
 
     def _integrate(self, raw: np.ndarray) -> np.ndarray:
         """Integral feedback (the previous command is where the sim is now: it follows one step behind);

@@ -64,10 +64,10 @@ TORCHSCRIPT_EXTRA_FILE = "so101_gaponet.json"  # TorchScript _extra_files name
 # One history row per control step: measured position, measured velocity, and the command that
 # was in force when that state was measured (the previous step's output to the arm or the sim).
 HISTORY_FEATURES: tuple[str, ...] = ("real_position", "real_velocity", "previous_command")
-MODEL_KINDS: tuple[str, ...] = ("deeponet", "transformer", "mlp", "linear")
+MODEL_KINDS: tuple[str, ...] = ("deeponet", "transformer", "mlp", "joint_mlp", "linear")
 ROLES: tuple[str, ...] = ("compensator", "sim_delta")
 
-ModelKind = Literal["deeponet", "transformer", "mlp", "linear"]
+ModelKind = Literal["deeponet", "transformer", "mlp", "joint_mlp", "linear"]
 Role = Literal["compensator", "sim_delta"]
 FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
 PositiveFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
@@ -130,6 +130,9 @@ class GapModelMetadata(_Strict):
     feedback_gain: tuple[NonNegativeFloat, ...] | None = None
     # Recurrent state carried between calls (see the module doc); 0: a stateless model of (history, commands).
     state_size: int = Field(default=0, ge=0)
+    # Width (rad) of the play operator that tells which way the reference moves: the integral keeps one
+    # correction per direction of motion (dry friction flips with it). 0: one correction for both.
+    direction_play: float = Field(default=0.0, ge=0, allow_inf_nan=False)
     provenance: dict[str, Any] = Field(default_factory=dict)  # datasets, profile, date, git rev, losses
     architecture: dict[str, Any] = Field(default_factory=dict)  # hyper-parameters, informational
 

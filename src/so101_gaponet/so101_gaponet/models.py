@@ -1,4 +1,4 @@
-"""GapONet networks (torch): DeepONet, Transformer, MLP and a per-joint linear (ARX) baseline.
+"""GapONet networks (torch): DeepONet, Transformer, MLP, per-joint MLP and a per-joint linear (ARX) baseline.
 
 Every network takes normalised ``history (B, H, F·J)`` and ``commands (B, K, J)`` (the current
 command first, then ``K − 1`` upcoming ones) and returns normalised ``delta (B, J)``;
@@ -25,7 +25,7 @@ from torch import nn
 
 from so101_gaponet.metadata import MODEL_KINDS
 
-__all__ = ["ArchConfig", "DeepONet", "HistoryMLP", "HistoryTransformer", "PerJointLinear", "build_model"]
+__all__ = ["ArchConfig", "DeepONet", "HistoryMLP", "HistoryTransformer", "JointMLP", "PerJointLinear", "build_model"]
 
 
 @dataclass(frozen=True)
@@ -78,6 +78,41 @@ class HistoryMLP(nn.Module):
     def forward(self, history: torch.Tensor, commands: torch.Tensor) -> torch.Tensor:
         x = torch.cat((history.flatten(1), commands.flatten(1)), dim=1)
         return self.net(x) + self.skip(x)
+
+
+class JointMLP(nn.Module):
+    """One MLP per joint (with a linear skip) over that joint's own history columns and command rows
+    and the first command row of every joint.
+
+    Why: a joint's gap (its lag, friction, backlash) acts on its own motion; one network over every
+    joint's rows also learns the correlations of its training motions (excitation moves all joints
+    at once) and answers them on motions without them (measured: a still shoulder_pan pushed 6 mrad
+    off while the other joints waved). The first row is shared because, behind the compensator's
+    input stage, it carries the gravity pose, which couples the joints through the chain.
+    """
+
+    def __init__(self, cfg: ArchConfig) -> None:
+        super().__init__()
+        self.joints, self.features = cfg.joints, cfg.features
+        inputs = cfg.history * cfg.features + cfg.future_steps + cfg.joints
+
+        def weight(*shape: int, fan_in: int) -> nn.Parameter:  # nn.Linear's initialisation, per joint
+            return nn.Parameter(torch.empty(*shape).uniform_(-1 / math.sqrt(fan_in), 1 / math.sqrt(fan_in)))
+
+        joints, hidden = cfg.joints, cfg.hidden
+        self.w1, self.b1 = weight(joints, inputs, hidden, fan_in=inputs), weight(joints, hidden, fan_in=inputs)
+        self.w2, self.b2 = weight(joints, hidden, hidden, fan_in=hidden), weight(joints, hidden, fan_in=hidden)
+        self.w3, self.b3 = weight(joints, hidden, fan_in=hidden), weight(joints, fan_in=hidden)
+        self.skip = weight(joints, inputs, fan_in=inputs)
+
+    def forward(self, history: torch.Tensor, commands: torch.Tensor) -> torch.Tensor:
+        batch, joints = history.shape[0], self.joints
+        own = history.reshape(batch, -1, self.features, joints).permute(0, 3, 1, 2).reshape(batch, joints, -1)
+        shared = commands[:, :1, :].expand(batch, joints, joints)
+        x = torch.cat((own, commands.transpose(1, 2), shared), dim=2)  # (B, J, inputs)
+        h = torch.tanh(torch.einsum("bji,jih->bjh", x, self.w1) + self.b1)
+        h = torch.tanh(torch.einsum("bjh,jhk->bjk", h, self.w2) + self.b2)
+        return (h * self.w3).sum(dim=2) + self.b3 + (x * self.skip).sum(dim=2)
 
 
 class DeepONet(nn.Module):
@@ -174,5 +209,5 @@ class PerJointLinear(nn.Module):
 def build_model(cfg: ArchConfig) -> nn.Module:
     """The network for ``cfg.kind``."""
     kinds: dict[str, type[nn.Module]] = {"deeponet": DeepONet, "transformer": HistoryTransformer, "mlp": HistoryMLP,
-                                         "linear": PerJointLinear}
+                                         "joint_mlp": JointMLP, "linear": PerJointLinear}
     return kinds[cfg.kind](cfg)

@@ -54,10 +54,13 @@ class TrainingError(ValueError):
 class TrainConfig:
     """Training settings."""
 
-    arch: str = "mlp"  # one of MODEL_KINDS
+    arch: str = "joint_mlp"  # one of MODEL_KINDS (joint_mlp: see so101_gaponet.models.JointMLP for why)
     history: int = 4  # rows of history the model reads
     horizon: int = 8  # command rows the model reads: the current command and horizon − 1 upcoming ones
     feedback_gain: float = 0.05  # integral feedback of the core per step (see module doc); 0 = none
+    # rad: play of the operator that tells the reference's direction; the core keeps one integral
+    # correction per direction (dry friction flips with the motion; Compensator._integrate). 0 = one.
+    direction_play: float = 0.001
     # False (default): the network reads the command rows only, a feed-forward; the core's integral feedback
     # is the only path from the measured state (see so101_gaponet.inputs for why)
     measured_inputs: bool = False
@@ -87,6 +90,8 @@ class TrainConfig:
             raise TrainingError("delta_slew must be > 0")
         if not (self.delta_smoothing_s >= 0 and self.delta_l2 >= 0 and self.weight_decay >= 0):
             raise TrainingError("delta_smoothing_s, delta_l2 and weight_decay must be ≥ 0")
+        if not (math.isfinite(self.direction_play) and self.direction_play >= 0):
+            raise TrainingError("direction_play must be ≥ 0 (rad)")
         if not 0 <= self.feedback_gain < 0.5:
             raise TrainingError("feedback_gain must be in [0, 0.5) per step")
 
@@ -340,6 +345,7 @@ def compensator_metadata(samples: CompensatorSamples, config: TrainConfig, norma
         delta_slew_limit=tuple(config.delta_slew if config.delta_slew is not None else b / 3 for b in bounds),
         delta_smoothing_s=config.delta_smoothing_s,
         feedback_gain=(config.feedback_gain,) * len(samples.joints) if config.feedback_gain > 0 else None,
+        direction_play=config.direction_play,
         provenance={
             "datasets": samples.datasets, "profile": ",".join(samples.profiles),
             "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"), "git_rev": git_revision(),

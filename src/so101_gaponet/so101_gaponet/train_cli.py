@@ -12,11 +12,12 @@ TORCHSCRIPT_SUFFIXES = (".pt", ".pth", ".ts")  # any other suffix gets ONNX, the
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from so101_gaponet.metadata import MODEL_KINDS
     from so101_gaponet.train import TrainConfig
 
     d = TrainConfig()  # the trainer's defaults are the one source of these
     parser.add_argument("--dataset", action="append", required=True, type=Path, help="paired dataset folder (repeatable)")
-    parser.add_argument("--arch", choices=("deeponet", "transformer", "mlp", "linear"), default=d.arch,
+    parser.add_argument("--arch", choices=MODEL_KINDS, default=d.arch,
                         help=f"network (default {d.arch})")
     parser.add_argument("--history", type=int, default=d.history, help=f"history rows the model reads (default {d.history})")
     parser.add_argument("--horizon", type=int, default=d.horizon,
@@ -33,6 +34,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"weight of an L2 penalty pulling Δ toward 0 (default {d.delta_l2:g})")
     parser.add_argument("--feedback-gain", type=float, default=d.feedback_gain,
                         help=f"integral feedback of the compensator core per step (default {d.feedback_gain:g})")
+    parser.add_argument("--direction-play", type=float, default=d.direction_play,
+                        help="play (rad) of the operator that tells the reference's direction: the core keeps one "
+                             f"integral correction per direction (default {d.direction_play:g}; 0: one for both)")
     parser.add_argument("--measured-inputs", action="store_true",
                         help="also feed the measured state to the network (rings on arms unlike the training arm)")
     parser.add_argument("--out", type=Path, required=True, help="model file to write, e.g. models/NAME.onnx")
@@ -54,7 +58,8 @@ def run(args: argparse.Namespace) -> int:
                                    horizon=args.horizon, epochs=args.epochs, hidden=args.hidden, seed=args.seed,
                                    delta_bound=args.delta_bound, delta_slew=args.delta_slew,
                                    delta_smoothing_s=args.delta_smoothing, delta_l2=args.delta_l2,
-                                   feedback_gain=args.feedback_gain, measured_inputs=args.measured_inputs)
+                                   feedback_gain=args.feedback_gain, direction_play=args.direction_play,
+                                   measured_inputs=args.measured_inputs)
     except (DatasetError, TrainingError, ModelFileError, RuntimeError) as err:
         print(f"so101 train-gaponet: error: {err}", file=sys.stderr)
         return 1

@@ -42,7 +42,7 @@ def test_shipped_model_fits_the_joint_spec_and_says_how_it_was_made() -> None:
     defaults = TrainConfig()  # so101 train-compensator trains with the trainer's defaults
     assert meta.model_kind == defaults.arch and meta.history == defaults.history
     assert meta.future_steps == meta.horizon == defaults.horizon
-    assert meta.feedback_gain == (defaults.feedback_gain,) * 6
+    assert meta.feedback_gain == (defaults.feedback_gain,) * 6 and meta.direction_play == defaults.direction_play
     assert meta.provenance["profile"] == "default"
     assert meta.provenance["datasets"] == ["excitation"]
     assert meta.provenance["final_validation_loss"] < 0.1 * meta.provenance["initial_validation_loss"]

@@ -18,13 +18,15 @@ class RecordingModel(GapModel):
 
     format_name = "test"
 
-    def __init__(self, template: GapModelMetadata, future_steps: int, feedback_gain: float | None) -> None:
+    def __init__(self, template: GapModelMetadata, future_steps: int, feedback_gain: float | None,
+                 direction_play: float = 0.0) -> None:
         columns, joints = template.history_columns, template.num_joints
         norm = Normalisation(history_mean=(0.0,) * columns, history_std=(1.0,) * columns, command_mean=(0.0,) * joints,
                              command_std=(1.0,) * joints, delta_mean=(0.0,) * joints, delta_std=(1.0,) * joints)
         gains = None if feedback_gain is None else (feedback_gain,) * joints
         super().__init__(Path("recording"), template.model_copy(update={
             "normalisation": norm, "future_steps": future_steps, "feedback_gain": gains,
+            "direction_play": direction_play,
             "delta_bounds": (0.05,) * joints, "delta_slew_limit": None, "delta_smoothing_s": 0.0}))
         self.rows: list[np.ndarray] = []
 
@@ -100,3 +102,30 @@ def test_disabling_clears_the_integral_and_the_configuration_overrides_the_file(
     off = Compensator(CompensatorConfig(joints=JOINT_NAMES, feedback_gain=(0.0,) * 6), model)
     k = _warm(off, model, np.zeros(6))
     assert all(_step(off, k + i, np.zeros(6), np.full(6, 0.04)).delta[0] == 0.0 for i in range(5))
+
+
+def _reversing_run(comp: Compensator, model: RecordingModel) -> list[float]:
+    """Δ per step on joint 0: the reference rises 10 steps (the arm 0.01 behind), holds 20 (the arm stuck
+    0.01 short: dry friction), falls 10, holds 20 (stuck 0.01 above), rises again."""
+    k = _warm(comp, model, np.zeros(6))
+    rise, fall = np.arange(1, 11) * 0.01, np.arange(9, -1, -1) * 0.01
+    reference = np.concatenate([rise, np.full(20, 0.1), fall, np.full(20, 0.0), rise[:3]])
+    # where the arm is against the previous command (where the sim is): behind the motion by 0.01
+    behind = np.concatenate([np.full(30, -0.01), np.full(30, 0.01), np.full(3, -0.01)])
+    measured = np.concatenate([[0.0], reference[:-1]]) + behind
+    return [_step(comp, k + i, np.full(6, q), np.full(6, c)).delta[0]
+            for i, (c, q) in enumerate(zip(reference, measured, strict=True))]
+
+
+def test_the_integral_keeps_one_correction_per_direction_of_the_reference(tiny) -> None:
+    # one correction (play 0): +0.001 per step rising and stuck below, −0.001 falling and stuck above
+    one = RecordingModel(tiny[0].metadata, 1, feedback_gain=0.1)
+    single = _reversing_run(Compensator(CompensatorConfig(joints=JOINT_NAMES), one), one)
+    np.testing.assert_allclose([single[9], single[29], single[39], single[59], single[60]],
+                               [0.010, 0.030, 0.020, 0.0, 0.001], atol=1e-9)
+    # one per direction: while moving both sides learn alike (lag is no friction); while the reference
+    # holds and the arm is stuck, only the side in force; at the next rise the rising side's comes back
+    two = RecordingModel(tiny[0].metadata, 1, feedback_gain=0.1, direction_play=0.003)
+    split = _reversing_run(Compensator(CompensatorConfig(joints=JOINT_NAMES), two), two)
+    np.testing.assert_allclose([split[9], split[29], split[39], split[59], split[60]],
+                               [0.010, 0.030, 0.000, -0.020, 0.021], atol=1e-9)

@@ -84,7 +84,7 @@ def test_torchscript_without_metadata(tmp_path: Path, tiny) -> None:
     ({"schema_version": 99}, "schema version 99 not supported"),
     ({"schema_version": 1}, "schema version 1 not supported"),
     ({"joints": ["a", "b", "c", "d", "e", "f"]}, "joints: .*do not match the joint spec"),
-    ({"model_kind": "resnet"}, "model_kind: Input should be 'deeponet', 'transformer', 'mlp' or 'linear'"),
+    ({"model_kind": "resnet"}, "model_kind: Input should be 'deeponet', 'transformer', 'mlp', 'joint_mlp' or 'linear'"),
     ({"role": "controller"}, "role: Input should be 'compensator' or 'sim_delta'"),
     ({"history": 0}, "history: Input should be greater than or equal to 1"),
     ({"future_steps": 0}, "future_steps: Input should be greater than or equal to 1"),

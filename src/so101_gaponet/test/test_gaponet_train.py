@@ -56,7 +56,7 @@ def test_cli_trains_a_model_that_learns_the_known_inverse(lag_dataset: Path, tmp
     out = tmp_path / "lag.onnx"
     args = argparse.Namespace(dataset=[lag_dataset], arch="mlp", history=2, horizon=1, epochs=25, hidden=32, seed=0,
                               delta_bound=1.0, delta_slew=None, delta_smoothing=0.0, delta_l2=0.0, out=out, format=None,
-                              feedback_gain=0.0, measured_inputs=True)
+                              feedback_gain=0.0, direction_play=0.0, measured_inputs=True)
     assert train_cli.run(args) == 0
     assert "validation loss" in capsys.readouterr().out
     model = load_model(out, joints=JOINT_NAMES, rate_hz=50.0)
@@ -102,5 +102,6 @@ def test_training_refuses_bad_settings_and_data(tmp_path: Path) -> None:
         TrainConfig(arch="resnet")
     args = argparse.Namespace(dataset=[tmp_path / "nowhere"], arch="mlp", history=2, horizon=1, epochs=1, hidden=8,
                               seed=0, delta_bound=None, delta_slew=None, delta_smoothing=0.0, delta_l2=0.05,
-                              out=tmp_path / "x.onnx", format=None, feedback_gain=0.05, measured_inputs=False)
+                              out=tmp_path / "x.onnx", format=None, feedback_gain=0.05, direction_play=0.001,
+                              measured_inputs=False)
     assert train_cli.run(args) == 1

@@ -56,7 +56,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="without --holdout: keep every N-th recording in name order out, from the first "
                         "(0: fit on all; default %(default)s)")
     parser.add_argument("--window", type=float, default=_DEFAULTS.window,
-                        help="seconds of each recording used for fitting (where its commands move most; "
+                        help="seconds of each recording used for fitting (where its commands sweep widest; "
+                        "default %(default)s)")
+    parser.add_argument("--lag-weight", type=float, default=_DEFAULTS.lag_weight,
+                        help="cost of a one-frame time shift between the virtual and the recorded state per "
+                        "joint, relative to the joint's state error with the base profile (0: state error only; "
                         "default %(default)s)")
     parser.add_argument("--iterations", type=int, default=_DEFAULTS.iterations,
                         help="Levenberg–Marquardt iterations (default %(default)s)")
@@ -82,6 +86,8 @@ def _command_line(args: argparse.Namespace) -> str:
         words += ["--window", f"{args.window:g}"]
     if args.iterations != _DEFAULTS.iterations:
         words += ["--iterations", str(args.iterations)]
+    if args.lag_weight != _DEFAULTS.lag_weight:
+        words += ["--lag-weight", f"{args.lag_weight:g}"]
     if tuple(args.arm_parameters) != _DEFAULTS.arm_parameters:
         words += ["--arm-parameters", *args.arm_parameters]
     if tuple(args.joint_parameters) != _DEFAULTS.joint_parameters:
@@ -102,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     try:
         config = FitConfig(tuple(args.arm_parameters), tuple(args.joint_parameters), iterations=args.iterations,
-                           window=args.window)
+                           window=args.window, lag_weight=args.lag_weight)
         base = load_profile(args.base)
         recordings = load_sage_recordings(args.sage_real) + load_bag_recordings(args.bag, args.command_topic,
                                                                                 args.state_topic)

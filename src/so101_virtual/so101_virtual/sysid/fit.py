@@ -2,9 +2,13 @@
 
 Cost: per arm joint, the RMSE between the simulated and the recorded state (:func:`~.metrics.state_rmse`)
 over fitting windows cut from the recordings (:func:`select_windows`: in each recording the window
-where the commands move most, so a few seconds per motion carry its information); the first
+where the commands sweep widest, so a few seconds per motion carry its information); the first
 ``warmup`` seconds of each window, where the simulated firmware's set-point and the arm settle from
-rest, are not scored.
+rest, are not scored. Plus, per arm joint, how many frames the simulated state runs behind the
+recorded one (:func:`~.metrics.time_shift` pooled over the windows) weighted by ``lag_weight``: the
+state error alone trades timing against amplitude and sag (on the real arm its optimum was an arm
+1–2 frames slower than the physical one, with the right sag), and the lag is half of what a twin
+must reproduce.
 
 Search: Levenberg–Marquardt on the residuals (simulated − recorded state, each joint's divided by
 its RMSE with the base profile, so every joint counts alike) in the coordinates ``log(value + floor)``
@@ -29,6 +33,7 @@ import numpy as np
 
 from so101_common.joints import ARM_JOINT_NAMES, JOINT_NAMES
 from so101_virtual.profiles import GapProfile
+from so101_virtual.sysid.metrics import time_shift
 from so101_virtual.sysid.parameters import ARM_PARAMETERS, JOINT_PARAMETERS, ParameterSet, parameter
 from so101_virtual.sysid.recording import Recording
 from so101_virtual.sysid.simulate import simulate
@@ -54,6 +59,10 @@ class FitConfig:
     delta: float = 0.1  # finite-difference step in log(value + floor)
     window: float = 8.0  # s of each recording used for fitting
     warmup: float = 0.5  # s at the start of each window not scored
+    # Cost of a one-frame time shift between simulated and recorded state, per joint, relative to that
+    # joint's state error with the base profile (cost per joint: (state RMSE / base)² + (lag_weight · shift)²);
+    # 0: the state error only
+    lag_weight: float = 1.0
 
     def __post_init__(self) -> None:
         for name in (*self.arm_parameters, *self.joint_parameters):
@@ -74,6 +83,8 @@ class FitConfig:
             raise FitError(f"delta must be in (0, 1], got {self.delta:g}")
         if not 0.0 <= self.warmup < self.window:
             raise FitError(f"warmup {self.warmup:g} s must be shorter than the window {self.window:g} s")
+        if self.lag_weight < 0.0:
+            raise FitError(f"lag_weight must be 0 or more, got {self.lag_weight:g}")
 
 
 @dataclass
@@ -85,14 +96,22 @@ class FitResult:
     fitted: ParameterSet
     initial_error: np.ndarray  # (J,) state RMSE on the fitting windows with the base profile
     fitted_error: np.ndarray  # (J,) the same with the fitted profile
+    initial_shift: np.ndarray  # (J,) frames the base profile's state runs behind the recorded one on the windows
+    fitted_shift: np.ndarray  # (J,) the same with the fitted profile
     simulations: int
     windows: list[str] = field(default_factory=list)  # names of the fitting windows
     history: list[float] = field(default_factory=list)  # total normalised cost after each accepted move
 
 
 def select_windows(recordings: Sequence[Recording], window: float) -> list[Recording]:
-    """From each recording, the ``window`` seconds in which the arm commands move most (summed
-    absolute command change over the arm joints); a recording shorter than that is taken whole."""
+    """From each recording, the ``window`` seconds in which the arm commands sweep widest (their
+    variance over the window, summed over the arm joints); a recording shorter than that is taken whole.
+
+    Variance, not distance travelled: the command→state RMSE and lag the fit must reproduce are
+    pooled over whole motions and so weighted by the commands' variance, i.e. by the large, slow
+    sweeps where friction and the speed limit set the lag. The busiest few seconds (most distance
+    travelled: small fast oscillations) showed the shipped profile's state within 0.5 frame of the
+    recordings while on whole motions it lagged 1–2 frames more than the real arm."""
     if not recordings:
         raise FitError("no recordings to fit on")
     out = []
@@ -101,10 +120,12 @@ def select_windows(recordings: Sequence[Recording], window: float) -> list[Recor
         if frames >= len(rec.time):
             out.append(rec)
             continue
-        motion = np.abs(np.diff(rec.command[:, _ARM], axis=0)).sum(axis=1)
-        moving = np.concatenate([[0.0], np.cumsum(motion)])
-        score = moving[frames - 1:] - moving[: len(moving) - frames + 1]
-        start = int(np.argmax(score))
+        command = rec.command[:, _ARM] - rec.command[0, _ARM]  # offset: no cancellation in the sums
+        total = np.concatenate([np.zeros((1, command.shape[1])), np.cumsum(command, axis=0)])
+        squares = np.concatenate([np.zeros((1, command.shape[1])), np.cumsum(command**2, axis=0)])
+        mean = (total[frames:] - total[:-frames]) / frames
+        variance = ((squares[frames:] - squares[:-frames]) / frames - mean**2).sum(axis=1)
+        start = int(np.argmax(variance))
         out.append(rec.window(start, start + frames))
     return out
 
@@ -130,20 +151,19 @@ class _Evaluator:
         self.base = base
         self.windows = list(windows)
         self.skip = [min(len(w.time) - 1, int(round(warmup / w.frame_period))) for w in self.windows]
+        self.states = [w.state[k:] for w, k in zip(self.windows, self.skip, strict=True)]
         self.progress = progress
         self.count = 0
 
-    def residuals(self, values: ParameterSet) -> np.ndarray:
-        """(M, J) simulated minus recorded state over every scored frame of the windows."""
-        sims = simulate_all(values.apply(self.base), self.windows)
+    def __call__(self, values: ParameterSet) -> tuple[np.ndarray, np.ndarray]:
+        """(M, J) simulated minus recorded state over every scored frame of the windows, and the
+        frames (J,) by which the simulated state runs behind the recorded one."""
+        sims = [s[k:] for s, k in zip(simulate_all(values.apply(self.base), self.windows), self.skip, strict=True)]
         self.count += 1
         if self.progress is not None:
             self.progress(1)
-        return np.concatenate([s[k:] - w.state[k:] for s, w, k in zip(sims, self.windows, self.skip, strict=True)])
-
-    def __call__(self, values: ParameterSet) -> np.ndarray:
-        """Per-joint state RMSE (J,)."""
-        return np.sqrt(np.mean(self.residuals(values) ** 2, axis=0))
+        residuals = np.concatenate([s - state for s, state in zip(sims, self.states, strict=True)])
+        return residuals, time_shift(sims, self.states)
 
 
 class _Coordinates:
@@ -178,18 +198,17 @@ class _Coordinates:
         return len(self.arm) + k * len(self.joint_names) + j
 
 
-def _levenberg_marquardt(evaluate: _Evaluator, coords: _Coordinates, u: np.ndarray, r: np.ndarray,
-                         config: FitConfig) -> tuple[np.ndarray, list[float]]:
-    """Minimise the scaled residuals ``r`` (M, joints) at ``u``; returns the best ``u`` and the cost history."""
-    columns = [JOINT_NAMES.index(j) for j in coords.joint_names]
-    scale = np.maximum(np.sqrt(np.mean(r**2, axis=0)), 1e-6)  # each joint counts alike
+def _levenberg_marquardt(residuals: Callable[[np.ndarray], np.ndarray], coords: _Coordinates, u: np.ndarray,
+                         r: np.ndarray, scale: np.ndarray, config: FitConfig) -> tuple[np.ndarray, list[float]]:
+    """Minimise the residuals ``r`` (rows, joints) at ``u``, each joint's divided by its ``scale``;
+    returns the best ``u`` and the cost history."""
 
     def cost(res: np.ndarray) -> float:
         return float(np.mean((res / scale) ** 2))
 
     history = [cost(r)]
     damping = 1e-2
-    n, joints = len(u), len(columns)
+    n, joints = len(u), r.shape[1]
     for _ in range(config.iterations):
         # Jacobian (per joint: rows of that joint), forward differences away from the nearer bound
         derivative = np.zeros((n, r.shape[0], joints))  # d r[:, j] / d u[i], zero where decoupled
@@ -197,13 +216,13 @@ def _levenberg_marquardt(evaluate: _Evaluator, coords: _Coordinates, u: np.ndarr
             step = config.delta if u[i] + config.delta <= coords.upper[i] else -config.delta
             moved = u.copy()
             moved[i] += step
-            derivative[i] = (evaluate.residuals(coords.values(moved))[:, columns] - r) / step
+            derivative[i] = (residuals(moved) - r) / step
         for k in range(len(coords.joint)):
             idx = [coords.joint_index(k, j) for j in range(joints)]
             steps = np.where(u[idx] + config.delta <= coords.upper[idx], config.delta, -config.delta)
             moved = u.copy()
             moved[idx] += steps
-            change = evaluate.residuals(coords.values(moved))[:, columns] - r
+            change = residuals(moved) - r
             for j, i in enumerate(idx):
                 derivative[i, :, j] = change[:, j] / steps[j]
         weighted = derivative / scale  # (n, M, J)
@@ -215,7 +234,7 @@ def _levenberg_marquardt(evaluate: _Evaluator, coords: _Coordinates, u: np.ndarr
             delta = np.linalg.solve(hessian + damping * np.diag(np.diag(hessian) + 1e-9), -gradient)
             delta *= min(1.0, 1.0 / max(float(np.max(np.abs(delta))), 1e-12))  # at most ×e per step
             trial = np.clip(u + delta, coords.lower, coords.upper)
-            r_trial = evaluate.residuals(coords.values(trial))[:, columns]
+            r_trial = residuals(trial)
             if cost(r_trial) < cost(r):
                 u, r = trial, r_trial
                 damping = max(damping / 3.0, 1e-6)
@@ -238,12 +257,24 @@ def fit_profile(base: GapProfile, recordings: Sequence[Recording], config: FitCo
     evaluate = _Evaluator(base, windows, config.warmup, progress)
     initial = ParameterSet.from_profile(base, config.arm_parameters, config.joint_parameters, joint_names)
     coords = _Coordinates(config, joint_names)
+    columns = [JOINT_NAMES.index(j) for j in joint_names]
     u = coords.vector(initial)
-    start = evaluate.residuals(coords.values(u))
+    start, initial_shift = evaluate(coords.values(u))
     initial_error = np.sqrt(np.mean(start**2, axis=0))
-    u, history = _levenberg_marquardt(evaluate, coords, u, start[:, [JOINT_NAMES.index(j) for j in joint_names]],
-                                      config)
+    scale = np.maximum(initial_error[columns], 1e-6)  # each joint counts alike
+    # the shift as one more residual row per joint, sized so that its share of the mean cost is
+    # (lag_weight · shift)² in units of the joint's base state error
+    shift_row = config.lag_weight * np.sqrt(len(start)) * scale
+
+    def stacked(state: np.ndarray, shift: np.ndarray) -> np.ndarray:
+        return np.vstack([state[:, columns], shift_row * shift[columns]])
+
+    def residuals(v: np.ndarray) -> np.ndarray:
+        return stacked(*evaluate(coords.values(v)))
+
+    u, history = _levenberg_marquardt(residuals, coords, u, stacked(start, initial_shift), scale, config)
     fitted = coords.values(u).rounded()
-    fitted_error = evaluate(fitted)
-    return FitResult(fitted.apply(base), initial, fitted, initial_error, fitted_error, evaluate.count,
-                     [w.name for w in windows], history)
+    fitted_state, fitted_shift = evaluate(fitted)
+    return FitResult(fitted.apply(base), initial, fitted, initial_error, np.sqrt(np.mean(fitted_state**2, axis=0)),
+                     initial_shift, fitted_shift, evaluate.count, [w.name for w in windows],
+                     history)

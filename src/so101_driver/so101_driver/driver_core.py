@@ -142,6 +142,7 @@ class DriverCore:
         self.missed_cycles = 0
         self._last_cycle_start: float | None = None
         self._window = FaultWindow(clock(), bus.counters)
+        self._faults: frozenset[tuple[str, str]] = frozenset()  # (joint, kind) as of the last cycle
         self.commands_accepted = 0
         self.commands_rejected = 0
         self.last_rejection = ""
@@ -343,7 +344,10 @@ class DriverCore:
         )
 
     def _result(self, sample: JointSample | None) -> CycleResult:
-        return CycleResult(sample, self.telemetry(), not self.bus_error)
+        telemetry = self.telemetry()
+        faults = frozenset((t.joint, kind.value) for t in telemetry for kind in servo_fault_kinds(self.config, t))
+        changed, self._faults = faults != self._faults, faults
+        return CycleResult(sample, telemetry, not self.bus_error, changed)
 
     def telemetry(self) -> tuple[ServoTelemetry, ...]:
         now = self._clock()
@@ -464,10 +468,10 @@ class DriverCore:
             return entries
 
     def servo_faults(self) -> frozenset[tuple[str, str]]:
-        """(joint, fault kind) of every servo fault now: the node publishes ``/diagnostics`` at once when it
-        changes, so a protection trip reaches the recorder and the motion's supervisor within a cycle."""
-        with self._lock:
-            return frozenset((t.joint, kind.value) for t in self.telemetry() for kind in servo_fault_kinds(self.config, t))
+        """(joint, fault kind) of every servo fault as of the last cycle (``CycleResult.faults_changed`` says when
+        the set changes: the node then publishes ``/diagnostics`` at once, so a protection trip reaches the
+        recorder and the motion's supervisor within a cycle)."""
+        return self._faults
 
     def _bus_entry(self, prefix: str, telemetry: Sequence[ServoTelemetry]) -> DiagnosticEntry:
         faulted = [t.joint for t in telemetry if t.faulted]

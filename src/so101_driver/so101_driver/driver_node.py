@@ -99,7 +99,6 @@ class ArmNode(Node):
             self.core.stop()  # a failed start still releases the port
             raise
         self._started = True
-        self._faults: frozenset[tuple[str, str]] = frozenset()
         self.create_timer(1.0 / p.rate_hz, self._tick)
         self.create_timer(1.0 / p.diagnostics_rate_hz, self._publish_diagnostics)
 
@@ -113,9 +112,7 @@ class ArmNode(Node):
         result = self.core.cycle()
         if result.sample is not None:
             self.state_pub.publish(self._joint_state(result.sample))
-        faults = self.core.servo_faults()
-        if faults != self._faults:  # a servo fault began or ended: report it now, not at the next period
-            self._faults = faults
+        if result.faults_changed:  # a servo fault began or ended: report it now, not at the next period
             self._publish_diagnostics()
 
     def _joint_state(self, sample: JointSample) -> JointState:

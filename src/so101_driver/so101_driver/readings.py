@@ -45,6 +45,7 @@ class CycleResult:
     sample: JointSample | None  # None when no servo answered
     telemetry: tuple[ServoTelemetry, ...]
     bus_ok: bool
+    faults_changed: bool = False  # a servo fault began or ended in this cycle (report it now, not at the next period)
 
 
 @dataclass(frozen=True)

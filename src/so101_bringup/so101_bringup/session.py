@@ -23,18 +23,18 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.node import Node
 from sensor_msgs.msg import JointState
 
+from so101_bringup.arm_watch import ArmWatch
 from so101_bringup.children import raise_for_child, run_child
 from so101_bringup.composition import ComposedGraph, GraphOptions, deploy_graph
 from so101_bringup.motion_player_node import MotionPlayerNode
 from so101_bringup.motions import load_motion
 from so101_common.joints import JOINT_NAMES
 from so101_common.paired_dataset import FaultSpan
-from so101_common.servo_faults import FaultSpanTracker, format_fault, read_servo_fault
+from so101_common.servo_faults import format_fault, read_servo_fault
 from so101_testing import wait_for
 
 __all__ = ["MotionSpec", "RecordedMotion", "ServoFaultStop", "DeployMonitor", "start_virtual_arm", "run_session"]
@@ -71,57 +71,29 @@ class ServoFaultStop(RuntimeError):
 
 
 class DeployMonitor:
-    """Latest measured and commanded positions (for the live table), and servo faults from ``/diagnostics``
-    as spans in seconds since :meth:`mark` (the motion's start)."""
-
-    STILL_RAD = 0.005  # a joint that moved less than this (≈3 encoder steps) is at rest
+    """The subscriptions feeding an :class:`~so101_bringup.arm_watch.ArmWatch` (``watch``) on ``node``'s clock:
+    ``/joint_states``, ``/policy/joint_command`` and the servo faults on ``/diagnostics``."""
 
     def __init__(self, node: Node) -> None:
-        self.measured = np.full(len(JOINT_NAMES), np.nan)
-        self.commanded = np.full(len(JOINT_NAMES), np.nan)
-        self.faults = FaultSpanTracker()
         self._clock = node.get_clock()
-        self._origin_ns = self._clock.now().nanoseconds
-        self._rest = np.full(len(JOINT_NAMES), np.nan)  # where the arm was when it last moved
-        self._still_since_ns = self._origin_ns
-        self.states = 0  # joint states received since mark()
+        self.watch = ArmWatch(self.now())
         node.create_subscription(JointState, "/joint_states", self._on_state, 10)
-        node.create_subscription(JointState, "/policy/joint_command", lambda m: self._store(m, self.commanded), 10)
+        node.create_subscription(JointState, "/policy/joint_command", self._on_command, 10)
         node.create_subscription(DiagnosticArray, "/diagnostics", self._on_diagnostics, 50)
 
-    def mark(self) -> None:
-        """Start a new motion: fault times count from now; faults still present open new spans."""
-        self._origin_ns = self._clock.now().nanoseconds
-        self.faults = FaultSpanTracker()
-        self.states = 0
-
-    def settled(self, tolerance: float = 0.25, hold_s: float = 0.3) -> bool:
-        """Every joint within ``tolerance`` rad of its command (the gap profile's sag included) and none moved
-        more than :attr:`STILL_RAD` for ``hold_s``: an episode that starts before the arm has come to rest
-        carries the approach in its first seconds, which no compensator should be judged on."""
-        offset = np.abs(self.measured - self.commanded)
-        near = bool(np.all(np.isfinite(offset)) and offset.max() < tolerance)
-        return near and (self._clock.now().nanoseconds - self._still_since_ns) * 1e-9 >= hold_s
+    def now(self) -> float:
+        return self._clock.now().nanoseconds * 1e-9
 
     def _on_state(self, msg: JointState) -> None:
-        self._store(msg, self.measured)
-        self.states += 1
-        moved = np.abs(self.measured - self._rest)
-        if not np.all(moved <= self.STILL_RAD):  # NaN (not yet measured) counts as moved
-            self._rest = self.measured.copy()
-            self._still_since_ns = self._clock.now().nanoseconds
+        self.watch.on_state(msg.name, msg.position, self.now())
+
+    def _on_command(self, msg: JointState) -> None:
+        self.watch.on_command(msg.name, msg.position)
 
     def _on_diagnostics(self, msg: DiagnosticArray) -> None:
-        faults = [f for status in msg.status
-                  if (f := read_servo_fault({kv.key: kv.value for kv in status.values}, status.message))]
-        if faults:
-            self.faults.observe((self._clock.now().nanoseconds - self._origin_ns) * 1e-9, faults)
-
-    @staticmethod
-    def _store(msg: JointState, target: np.ndarray) -> None:
-        for name, value in zip(msg.name, msg.position, strict=False):
-            if name in JOINT_NAMES:
-                target[JOINT_NAMES.index(name)] = value
+        self.watch.on_faults([f for status in msg.status
+                              if (f := read_servo_fault({kv.key: kv.value for kv in status.values}, status.message))],
+                             self.now())
 
 
 def start_virtual_arm(profile: str, folder: Path) -> tuple[subprocess.Popen[bytes], Path, Path]:
@@ -186,33 +158,34 @@ def _record_motion(name: str, duration: float, player: MotionPlayerNode, monitor
     # The arm first moves to the motion's start pose (the player holds it) and comes to rest there, and the
     # recorder discovers every topic; the episode then starts at rest, as a policy rollout would.
     topics = {"/joint_states", "/joint_command", "/policy/joint_command"}
-    if not wait_for(lambda: (monitor.settled() and topics <= set(recorder.subscribed)) or monitor.faults.active,
+    watch = monitor.watch
+    if not wait_for(lambda: (watch.settled(monitor.now()) and topics <= set(recorder.subscribed)) or watch.faults.active,
                     timeout=60.0):
-        raise RuntimeError(f"not ready to record {name}: arm at {monitor.measured} for {monitor.commanded}, "
+        raise RuntimeError(f"not ready to record {name}: arm at {watch.measured} for {watch.commanded}, "
                            f"recorder subscribed to {sorted(recorder.subscribed)}")
     recorder.recorder.config.update({"task": name})
     before = set(bag_root.iterdir()) if bag_root.is_dir() else set()
     ok, message = recorder.start_episode()
     if not ok:
         raise RuntimeError(f"recorder did not start: {message}")
-    monitor.mark()
+    watch.mark(monitor.now())
     player.restart()
-    started = _ros_seconds(player)
+    started = monitor.now()  # the player's clock: the node's
     print(f"\n   {name} ({duration:.1f} s)")
     print("   t[s] | " + "  ".join(f"{SHORT_NAMES[n]:>15}" for n in JOINT_NAMES) + "   measured (command - measured), rad")
     start = time.monotonic()
     end, next_line = start + duration + 1.0, start + print_period
-    while not wait_for(lambda: monitor.faults.active, timeout=max(min(next_line, end) - time.monotonic(), 0.0)):
+    while not wait_for(lambda: watch.faults.active, timeout=max(min(next_line, end) - time.monotonic(), 0.0)):
         if time.monotonic() >= end:
             break
         next_line += print_period
-        cells = "  ".join(f"{m:+6.3f} ({c - m:+6.3f})" for m, c in zip(monitor.measured, monitor.commanded, strict=True))
+        cells = "  ".join(f"{m:+6.3f} ({c - m:+6.3f})" for m, c in zip(watch.measured, watch.commanded, strict=True))
         print(f" {time.monotonic() - start:6.1f} | {cells}", flush=True)
-    stopped = _ros_seconds(player)
-    state_rate_hz = monitor.states / max(stopped - started, 1e-9)
-    faults = monitor.faults.spans()
+    stopped = monitor.now()
+    state_rate_hz = watch.states / max(stopped - started, 1e-9)
+    faults = watch.faults.spans()
     if faults:
-        player.hold(monitor.measured)
+        player.hold(watch.measured)
         for span in faults:
             print(f"   FAULT {format_fault(span)}: stopping the motion, holding the arm where it is", flush=True)
         # the recorder sees the same report on /diagnostics: keep the episode open until its metadata has it
@@ -229,6 +202,3 @@ def _record_motion(name: str, duration: float, player: MotionPlayerNode, monitor
         raise RuntimeError(f"expected one new bag for {name} under {bag_root}, found {[p.name for p in new]}")
     return RecordedMotion(new[0], started, stopped, state_rate_hz, tuple(faults))
 
-
-def _ros_seconds(node: Node) -> float:
-    return node.get_clock().now().nanoseconds * 1e-9

@@ -153,9 +153,10 @@ def _mark_faults(episode: PairedEpisode, faults: list[FaultSpan]) -> None:
         if end is not None and end < 0.0:
             continue
         # a fault reported as the recording ended still marks the episode (at its end)
-        marked.append(span.model_copy(update={"start": min(max(begin, 0.0), duration),
-                                              "end": None if end is None or end > duration else end}).model_dump())
-        _LOG.warning("episode %s: %s", episode.name, format_fault(FaultSpan(**marked[-1])))
+        moved = span.model_copy(update={"start": min(max(begin, 0.0), duration),
+                                        "end": None if end is None or end > duration else end})
+        _LOG.warning("episode %s: %s", episode.name, format_fault(moved))
+        marked.append(moved.model_dump())
     if marked:
         episode.metadata["faults"] = marked
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from so101_common.paired_dataset import PairedDataset
-from so101_testing import private_ros_env
+from so101_testing import best_lagged_correlation, private_ros_env
 
 
 def test_demo_single_episode_records_pairs_and_reports(tmp_path: Path) -> None:
@@ -30,13 +30,7 @@ def test_demo_single_episode_records_pairs_and_reports(tmp_path: Path) -> None:
     # (NaN: a cycle in which a servo did not answer, which a loaded machine causes now and then)
     assert np.all(np.nanmax(episode.real_position, axis=0) - np.nanmin(episode.real_position, axis=0) > 0.1)
     for j in range(episode.real_position.shape[1]):  # a loaded machine's delays move the arm late, not elsewhere
-        real, sim = episode.real_position[:, j], episode.sim_position[:, j]
-        best = 0.0
-        for lag in range(30):
-            a, b = sim[: len(sim) - lag], real[lag:]
-            seen = np.isfinite(a) & np.isfinite(b)
-            best = max(best, float(np.corrcoef(a[seen], b[seen])[0, 1]))
-        assert best > 0.9
+        assert best_lagged_correlation(episode.sim_position[:, j], episode.real_position[:, j]) > 0.9
     summary = json.loads((run / "report" / "summary.json").read_text())
     assert all(0.0 <= v < 0.3 for v in summary["overall"]["position"]["rmse"].values())
     assert "data:image/png;base64," in (run / "report" / "report.html").read_text()

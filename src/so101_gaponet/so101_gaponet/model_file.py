@@ -106,10 +106,12 @@ def load_model(path: str | Path, joints: Sequence[str] | None = None, rate_hz: f
         _checked(path, meta, joints, rate_hz, role)
         model = TorchScriptGapModel(path, meta, module)
     else:
-        _proto, meta = _onnx_metadata(path, data)
+        proto, meta = _onnx_metadata(path, data)
         _checked(path, meta, joints, rate_hz, role)
+        batch_dims = {arg.type.tensor_type.shape.dim[0].dim_param for arg in proto.graph.input
+                      if arg.type.tensor_type.shape.dim and arg.type.tensor_type.shape.dim[0].dim_param}
         try:
-            session = OnnxGapModel.make_session(data)
+            session = OnnxGapModel.make_session(data, sorted(batch_dims))
         except Exception as err:  # onnxruntime raises its own exception types for invalid graphs
             raise ModelFileError(f"{path}: onnxruntime cannot load the graph: {err}") from err
         _check_onnx_shapes(path, session, meta)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -61,12 +62,13 @@ class GapModel(ABC):
 
         ``commands[0]`` is the current command, the rows after it the upcoming ones.
         """
-        np.subtract(history, self._history_mean, out=self._history_in[0], casting="unsafe")
-        self._history_in[0] *= self._history_scale
-        np.subtract(commands, self._command_mean, out=self._commands_in[0], casting="unsafe")
-        self._commands_in[0] *= self._command_scale
+        history_in, commands_in = self._history_in[0], self._commands_in[0]
+        np.subtract(history, self._history_mean, out=history_in, casting="unsafe")
+        history_in *= self._history_scale
+        np.subtract(commands, self._command_mean, out=commands_in, casting="unsafe")
+        commands_in *= self._command_scale
         raw = self.run_normalised(self._history_in, self._commands_in)
-        return raw.reshape(-1).astype(np.float64) * self._delta_std + self._delta_mean
+        return raw[0] * self._delta_std + self._delta_mean  # float64: the scales are
 
     @abstractmethod
     def run_normalised(self, history: np.ndarray, commands: np.ndarray) -> np.ndarray:
@@ -105,10 +107,14 @@ class OnnxGapModel(GapModel):
         self._output_names = [o.name for o in session.get_outputs()[: 2 if self.stateful else 1]]
 
     @staticmethod
-    def make_session(model_bytes: bytes) -> Any:
+    def make_session(model_bytes: bytes, batch_dims: Sequence[str] = ()) -> Any:
+        """A session for batches of one: ``batch_dims``, the graph's symbolic batch dimensions, are fixed
+        to 1, so onnxruntime folds the shape arithmetic once instead of on every call."""
         import onnxruntime as ort
 
         options = ort.SessionOptions()
+        for name in batch_dims:
+            options.add_free_dimension_override_by_name(name, 1)
         options.intra_op_num_threads = 1
         options.inter_op_num_threads = 1
         options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL

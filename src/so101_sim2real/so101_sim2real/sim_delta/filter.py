@@ -23,7 +23,9 @@ __all__ = ["DeltaFunction", "SimDeltaFilter"]
 _log = logging.getLogger(__name__)
 
 DeltaFunction = Callable[[np.ndarray, np.ndarray], np.ndarray]
-"""``(history (H, 3J), commands (K, J)) -> Δ (J,)`` in rad, e.g. :meth:`so101_gaponet.runtime.GapModel.delta`."""
+"""``(history (H, 3J), commands (K, J)) -> Δ (J,)`` in rad, e.g. :meth:`so101_gaponet.runtime.GapModel.delta`.
+
+Both inputs are the filter's own buffers, rewritten every tick: read them during the call, copy to keep them."""
 
 
 class SimDeltaFilter:
@@ -37,32 +39,40 @@ class SimDeltaFilter:
             reset_state()
         self._delta = delta
         self._history_len, self._future = metadata.history, metadata.future_steps
-        self._bounds = np.asarray(metadata.delta_bounds, dtype=np.float64)
+        self._upper = np.asarray(metadata.delta_bounds, dtype=np.float64)
+        self._lower = -self._upper
         self._time = np.asarray(command_time, dtype=np.float64)
-        self._command = np.asarray(command, dtype=np.float64)
-        joints = self._command.shape[1]
+        command = np.asarray(command, dtype=np.float64)
+        # The command stream with its last row repeated future_steps − 1 times: the look-ahead is one slice.
+        self._command = np.vstack([command, np.repeat(command[-1:], self._future - 1, axis=0)])
+        self._last_index = len(command) - 1
+        self._joints = joints = command.shape[1]
         self._ring = np.zeros((self._history_len, 3 * joints))
-        self._rows = 0
+        self._upcoming = np.zeros((self._future, joints))
         self._previous: np.ndarray | None = None
         self.deltas: list[np.ndarray] = []
         self.faults = 0  # ticks where the model gave a non-finite Δ (logged; the nominal command was applied)
 
     def __call__(self, time: float, target: np.ndarray, position: np.ndarray, velocity: np.ndarray) -> np.ndarray:
         held = int(np.searchsorted(self._time, time + 1e-9, side="right")) - 1  # the simulator's zero-order hold
-        held = min(max(held, 0), len(self._time) - 1)
-        previous = target if self._previous is None else self._previous
-        row = np.concatenate([position, velocity, previous])
-        if self._rows == 0:
-            self._ring[:] = row
+        held = min(max(held, 0), self._last_index)
+        ring, joints = self._ring, self._joints
+        last = ring[-1]
+        if self._previous is None:  # the first tick: its command is also the previous one
+            self._previous = np.array(target, dtype=np.float64)
         else:
-            self._ring[:-1] = self._ring[1:]
-            self._ring[-1] = row
-        self._rows += 1
-        self._previous = np.array(target, dtype=np.float64)
-        upcoming = self._command[np.minimum(held + np.arange(self._future), len(self._command) - 1)]
+            ring[:-1] = ring[1:]
+        last[:joints] = position
+        last[joints:2 * joints] = velocity
+        last[2 * joints:] = self._previous
+        if not self.deltas:
+            ring[:-1] = last  # warm history: front-padded with the first row, as in training
+        self._previous[:] = target
+        upcoming = self._upcoming
+        upcoming[:] = self._command[held:held + self._future]
         upcoming[0] = target  # the tick's own command (equal to the held row; the simulator's copy is authoritative)
-        delta = np.clip(self._delta(self._ring, upcoming), -self._bounds, self._bounds)
-        if not np.isfinite(delta).all():
+        delta = np.minimum(np.maximum(self._delta(ring, upcoming), self._lower), self._upper)
+        if not np.isfinite(delta.sum()):
             self.faults += 1
             _log.warning("sim-delta model returned non-finite Δ at t=%.3f s (%d so far); applying the nominal command",
                          time, self.faults)

@@ -40,7 +40,6 @@ import sys
 from collections.abc import Sequence
 from functools import partial
 
-import numpy as np
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rclpy.duration import Duration
 from rclpy.node import Node
@@ -50,11 +49,10 @@ from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 from so101_common.joints import JOINT_NAMES, JointSpecError, reorder
-from so101_policy.diagnostics import NodeCounters, PolicyDiagnostics
-from so101_policy.images import image_msg_to_array, parse_image_topics
-from so101_policy.loading import load_policy
-from so101_policy.parameters import DEFAULT_RATE_HZ, PolicyParameters
-from so101_policy.runner import AsyncPolicyRunner, PolicyRunner
+from so101_policy.deployment import deploy_policy
+from so101_policy.diagnostics import NodeCounters
+from so101_policy.images import image_msg_to_array
+from so101_policy.parameters import PolicyParameters
 from so101_policy.spec import PolicyError
 from so101_ros.node_params import declare_parameters
 from so101_ros.node_runner import run_node
@@ -65,38 +63,12 @@ class PolicyNode(Node):
     def __init__(self, **kwargs) -> None:
         super().__init__("policy", **kwargs)
         p = declare_parameters(self, PolicyParameters)
-        policy_path, policy_kind, rate_hz, device = p.policy_path, p.policy_kind, p.rate_hz, p.device
-        image_entries, task, autostart, on_miss = p.image_topics, p.task, p.autostart, p.on_miss
-        n_action_steps, refill_threshold, align_chunks = p.n_action_steps, p.refill_threshold, p.align_chunks
-        max_age, warmup, delay, diag_period = p.max_observation_age_s, p.warmup, p.inference_delay_s, p.diagnostics_period_s
-        trust_remote_code, allow_network = p.trust_remote_code, p.allow_network
-
-        self.image_topics = parse_image_topics(image_entries)
-        model = load_policy(policy_path, policy_kind, device, trust_remote_code=trust_remote_code,
-                            allow_network=allow_network)
-        spec = model.spec
-        # only the cameras the policy wants; a needed one that is not mapped is an error
-        spec.require_images(list(self.image_topics))
-        unused = sorted(set(self.image_topics) - set(spec.image_features))
-        if unused:
-            self.get_logger().warning(f"image_topics {unused} are not inputs of this policy: not subscribed")
-        self.image_topics = {k: v for k, v in self.image_topics.items() if k in spec.image_features}
-        runner = PolicyRunner(model, task=task)
-        if warmup:
-            neutral = {k: np.zeros((s[1], s[2], 3), np.uint8) for k, s in spec.image_features.items()}
-            runner.infer(np.zeros(len(JOINT_NAMES)), neutral)
-            runner.reset()
-        if rate_hz <= 0:
-            rate_hz = spec.rate_hz or DEFAULT_RATE_HZ
-        if spec.rate_hz and abs(spec.rate_hz - rate_hz) > 1e-6:
-            self.get_logger().warning(f"rate_hz {rate_hz:g} differs from the rate the policy was trained at "
-                                      f"({spec.rate_hz:g} Hz): chunks will play back at the wrong speed")
-        self.rate_hz = rate_hz
-        self.runner = AsyncPolicyRunner(runner, n_action_steps=n_action_steps or None,
-                                        refill_threshold=refill_threshold, on_miss=on_miss,
-                                        align_chunks=align_chunks, max_observation_age_s=max_age,
-                                        extra_latency_s=delay)
-        self.policy_path = str(policy_path)
+        deployment = deploy_policy(p)
+        for warning in deployment.warnings:
+            self.get_logger().warning(warning)
+        self.runner, self.rate_hz, self.image_topics = deployment.runner, deployment.rate_hz, deployment.image_topics
+        self.diagnostics = deployment.diagnostics
+        self.policy_path = str(p.policy_path)
 
         self.pub = self.create_publisher(JointState, "policy/joint_command", 10)
         self.chunk_pub = (self.create_publisher(JointTrajectory, "policy/action_chunk", 10)
@@ -107,20 +79,15 @@ class PolicyNode(Node):
             self.create_subscription(Image, topic, partial(self._on_image, key), qos_profile_sensor_data)
         self.create_service(Trigger, "~/start", self._on_start)
         self.create_service(Trigger, "~/stop", self._on_stop)
-        self.timer = self.create_timer(1.0 / rate_hz, self._on_tick)
-        self.diag_timer = self.create_timer(diag_period, self._publish_diagnostics)
+        self.timer = self.create_timer(1.0 / self.rate_hz, self._on_tick)
+        self.diag_timer = self.create_timer(p.diagnostics_period_s, self._publish_diagnostics)
         self.published = 0
         self.bad_joint_states = 0
         self.bad_images = 0
         self._images_seen: set[str] = set()
-        self.diagnostics = PolicyDiagnostics(spec, rate_hz, self.runner.n_action_steps, max_age)
-        if autostart:
+        if p.autostart:
             self.runner.start()
-        d = self.runner.describe()
-        self.get_logger().info(
-            f"policy {d['policy_type']} ({d['kind']}) from {self.policy_path}: units {d['units']}, chunk "
-            f"{d['chunk_size']} (using {d['n_action_steps_used']}, refill at {d['refill_threshold']}), "
-            f"{rate_hz:g} Hz, images {self.image_topics or 'none'}; {'running' if autostart else 'stopped: call ~/start'}")
+        self.get_logger().info(deployment.summary(self.policy_path, p.autostart))
 
     # ---------------------------------------------------------------- inputs
     def _on_joint_state(self, msg: JointState) -> None:

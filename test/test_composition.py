@@ -54,11 +54,11 @@ def test_a_virtual_arm_gets_lerobots_servo_settings_a_real_one_only_when_asked(m
         return next(s[6] for s in fake_launch.evaluate(description, arguments, _share) if s[0] == "node" and s[2] == "driver")
 
     assert driver({"hardware": "virtual"})["configure_servos"] is True
-    assert driver({"hardware": "real"})["configure_servos"] is False
-    assert driver({"hardware": "real", "configure_servos": "true"})["configure_servos"] is True
+    assert driver({"hardware": "real"})["configure_servos"] is True
+    assert driver({"hardware": "real", "configure_servos": "false"})["configure_servos"] is False
     composed = {s.name: s for s in deploy_graph(GraphOptions(port="/tmp/virtual_arm", configure_servos=True))}
     assert composed["so101_driver"].overrides["configure_servos"] is True
-    assert deploy_graph(GraphOptions(port="/dev/ttyACM0"))[0].overrides["configure_servos"] is False
+    assert deploy_graph(GraphOptions(port="/dev/ttyACM0", configure_servos=False))[0].overrides["configure_servos"] is False
 
 
 @pytest.mark.parametrize("record", [True, False])

@@ -49,9 +49,9 @@ class GraphOptions:
 
     port: str  # follower bus device (the virtual arm's pty when hardware is virtual)
     calibration_file: str = ""  # '' = the driver's robot_id default path
-    # the driver writes LeRobot's servo settings at start: True for a virtual arm the caller started (its
-    # servos boot with factory settings, not those its gap profile was fitted with)
-    configure_servos: bool = False
+    # the driver makes the servos' settings LeRobot's at start (the arm the gap profiles were fitted as; a
+    # real arm loses its accelerations at every power-up, a virtual one boots with factory settings)
+    configure_servos: bool = True
     leader_port: str = ""  # teleop only
     leader_calibration_file: str = ""
     compensation: bool = True  # deploy: GapONet compensator in the chain

@@ -227,8 +227,9 @@ _ROBOT_ARGS = (
     Arg("robot_id", "so101_follower", "LeRobot calibration id (real hardware)"),
     Arg("calibration_file", "", "real hardware: this calibration file instead of robot_id's"),
     Arg("profile", "default", "gap profile of the virtual arm"),
-    Arg("configure_servos", "false", "real hardware: the driver writes LeRobot's servo settings at start (P 16 / D 32, "
-        "accelerations, gripper limits), as LeRobot does on every connect; the virtual arm is always configured",
+    Arg("configure_servos", "true", "real hardware: the driver makes the servos' settings LeRobot's at start (P 16 / D 32, "
+        "accelerations, gripper limits), as LeRobot does on every connect, writing only those that differ; false: "
+        "leave the servos as they are. The virtual arm is always configured",
         _BOOL),
     Arg("rviz", "false", "start RViz", _BOOL),
     Arg("use_sim_time", "false", "use /clock", _BOOL),

@@ -276,29 +276,38 @@ class FeetechBus:
             self.write(Register.Torque_Enable, i, value, strict=False)
             self.write(Register.Lock, i, value, strict=False)
 
-    def configure_lerobot(self, ids: Sequence[int], gripper_id: int | None = None) -> None:
-        """LeRobot's SO-101 follower settings (``SOFollower.configure``), torque off while writing.
+    def configure_lerobot(self, ids: Sequence[int], gripper_id: int | None = None) -> dict[int, list[str]]:
+        """LeRobot's SO-101 follower settings (``SOFollower.configure``); returns what was written, per servo.
 
         Return_Delay_Time 0, Acceleration and Maximum_Acceleration 254, position mode, Phase bit 4
         cleared (single-turn 0..4095), P 16 / I 0 / D 32; on the gripper Max_Torque_Limit 500,
-        Protection_Current 250, Overload_Torque 25. Torque is restored on servos that had it on.
+        Protection_Current 250, Overload_Torque 25. Every setting is read first and only those that
+        differ are written: an arm LeRobot configured is left as it is, and one that lost only its RAM
+        settings to a power cycle (the accelerations) gets them back with its torque untouched. Torque
+        goes off, as in LeRobot, only on servos with an EEPROM setting to change (a holding arm would
+        sag while it is off), and is restored on those that had it on.
         """
-        torque_on = {i: self.read(Register.Torque_Enable, i, strict=False) for i in ids}
-        self.set_torque(ids, False)  # also Lock = 0, which EEPROM writes need
+        pending: dict[int, list[tuple[Register, int]]] = {}
+        for i in ids:
+            settings = LEROBOT_SERVO_SETTINGS + (LEROBOT_GRIPPER_SETTINGS if i == gripper_id else ())
+            changes = [(register, value) for register, value in settings if self.read(register, i, strict=False) != value]
+            phase = self.read(Register.Phase, i, strict=False)
+            if phase & 0x10:
+                changes.append((Register.Phase, phase & ~0x10))
+            if changes:
+                pending[i] = changes
+        eeprom = [i for i, changes in pending.items() if any(r.value.area is Area.EEPROM for r, _ in changes)]
+        torque_on = {i: self.read(Register.Torque_Enable, i, strict=False) for i in eeprom}
+        self.set_torque(eeprom, False)  # also Lock = 0, which EEPROM writes need
         try:
-            for i in ids:
-                for register, value in LEROBOT_SERVO_SETTINGS:
+            for i, changes in pending.items():
+                for register, value in changes:
                     self.write(register, i, value, strict=False)
-                phase = self.read(Register.Phase, i, strict=False)
-                if phase & 0x10:
-                    self.write(Register.Phase, i, phase & ~0x10, strict=False)
-                if i == gripper_id:
-                    for register, value in LEROBOT_GRIPPER_SETTINGS:
-                        self.write(register, i, value, strict=False)
         finally:
             on = [i for i, t in torque_on.items() if t]
             if on:
                 self.set_torque(on, True)
+        return {i: [register.name for register, _ in changes] for i, changes in pending.items()}
 
     def sync_write(self, register: RegisterLike, values: Mapping[int, int]) -> None:
         """One SYNC_WRITE of ``register`` for every servo in ``values`` (no reply by design)."""

@@ -69,7 +69,7 @@ class BusLike(Protocol):
                                    ) -> tuple[dict[int, Feedback], dict[int, BusError]]: ...
     def sync_write_goal_positions(self, goals: Mapping[int, int]) -> None: ...
     def set_torque(self, ids: Iterable[int], enabled: bool) -> None: ...
-    def configure_lerobot(self, ids: Sequence[int], gripper_id: int | None = None) -> None: ...
+    def configure_lerobot(self, ids: Sequence[int], gripper_id: int | None = None) -> dict[int, list[str]]: ...
 
 
 @dataclass(frozen=True)
@@ -181,13 +181,18 @@ class DriverCore:
         gripper = self.calibration[GRIPPER.name].id if GRIPPER.name in self.calibration else None
         for attempt in range(1, self.config.configure_attempts + 1):
             try:
-                self.bus.configure_lerobot(self.ids, gripper)
-                return
+                written = self.bus.configure_lerobot(self.ids, gripper)
             except BusError as err:
                 if attempt == self.config.configure_attempts or isinstance(err, PortError):
                     raise
                 self.log.warning("configuring the servos failed (%s); trying again (%d of %d)", err, attempt + 1,
                                  self.config.configure_attempts)
+                continue
+            names = {servo_id: name for name, servo_id in zip(self.names, self.ids, strict=True)}
+            changed = "; ".join(f"{names.get(i, i)}: {', '.join(registers)}" for i, registers in written.items())
+            self.log.info("servos configured as LeRobot configures them: %s",
+                          f"wrote {changed}" if changed else "every setting already in place")
+            return
 
     def stop(self, torque_off: bool = False) -> None:
         """Release the port (torque is left as it is unless ``torque_off``)."""

@@ -83,8 +83,9 @@ class ArmParameters:
 class FollowerParameters(ArmParameters):
     """The follower also writes goals."""
 
-    configure_servos: bool = parameter(False, "write LeRobot's servo settings (P16/I0/D32, accelerations, gripper "
-                                       "limits) at start")
+    configure_servos: bool = parameter(True, "make the servos' settings LeRobot's at start (P16/I0/D32, accelerations, "
+                                       "gripper limits), as LeRobot does on every connect: only settings that differ "
+                                       "are written (the accelerations are lost at every power-up)")
     torque_on_start: bool = parameter(True, "enable torque at start, holding the arm where it is")
 
 

@@ -79,8 +79,9 @@ class FakeBus:
                 raise BusTimeout(i, 3, "write Torque_Enable")
             self.torque[i] = int(enabled)
 
-    def configure_lerobot(self, ids, gripper_id=None) -> None:
+    def configure_lerobot(self, ids, gripper_id=None) -> dict[int, list[str]]:
         self.configured = (list(ids), gripper_id)
+        return {ids[0]: ["Acceleration"]}
 
 
 class TickClock:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import math
 
 import numpy as np
@@ -37,9 +38,11 @@ def test_start_reads_and_holds_the_arm(core, bus, cals):
     assert fb.voltage_v == pytest.approx(12.1) and fb.temperature == 30
 
 
-def test_configure_on_start(bus, cals):
-    DriverCore(bus, cals, config=DriverConfig(configure_servos=True)).start(torque_on=True)
+def test_configure_on_start(bus, cals, caplog):
+    with caplog.at_level(logging.INFO):
+        DriverCore(bus, cals, config=DriverConfig(configure_servos=True)).start(torque_on=True)
     assert bus.configured == ([1, 2, 3, 4, 5, 6], 6)
+    assert "wrote shoulder_pan: Acceleration" in caplog.text  # what changed is said where the user looks
 
 
 def test_configuration_lost_to_a_slow_bus_is_tried_again_and_fails_only_after_every_attempt(bus, cals):
@@ -52,6 +55,7 @@ def test_configuration_lost_to_a_slow_bus_is_tried_again_and_fails_only_after_ev
         if len(calls) < 3:
             raise BusTimeout(4, 2, "read Torque_Enable")
         bus.configured = (list(ids), gripper_id)
+        return {}
 
     bus.configure_lerobot = slow_then_answering
     DriverCore(bus, cals, config=DriverConfig(configure_servos=True, configure_attempts=3)).start(torque_on=True)

@@ -168,6 +168,29 @@ def test_configure_lerobot(bus, servos):
     assert servos[4].get(Register.Torque_Enable) == 0
 
 
+def test_configure_lerobot_writes_only_what_differs_and_keeps_a_holding_arm_powered(bus, servos, monkeypatch):
+    first = bus.configure_lerobot(IDS, gripper_id=6)
+    assert "P_Coefficient" in first[1] and "Overload_Torque" in first[6]  # factory settings: written
+    assert bus.configure_lerobot(IDS, gripper_id=6) == {}  # configured (as by LeRobot): nothing written
+    for i in IDS:
+        servos[i].power_cycle()  # the RAM settings are lost, the EEPROM ones kept
+    bus.set_torque(IDS, True)  # the arm holds its pose
+    torque_off: list[int] = []
+    set_torque = bus.set_torque
+
+    def spy(ids, enabled: bool) -> None:
+        ids = list(ids)
+        if not enabled:
+            torque_off.extend(ids)
+        set_torque(ids, enabled)
+
+    monkeypatch.setattr(bus, "set_torque", spy)
+    again = bus.configure_lerobot(IDS, gripper_id=6)
+    assert again == {i: ["Maximum_Acceleration", "Acceleration"] for i in IDS}
+    assert torque_off == []  # RAM settings only: the torque was never cut
+    assert all(servos[i].get(Register.Torque_Enable) == 1 and servos[i].get(Register.Acceleration) == 254 for i in IDS)
+
+
 def test_ping_model_number_and_error_bits(bus, faults):
     assert bus.ping(4) == MODEL_NUMBER_STS3215
     faults.force_error_bits(4, 1 << ErrorBit.OVERHEAT.value)

@@ -214,3 +214,32 @@ def test_recurrent_metadata_needs_a_recurrent_graph(motions, tmp_path: Path) -> 
     onnx.save(proto, str(path))
     with pytest.raises(ModelFileError, match=r"expected 3 inputs \(history, commands, state\)"):
         load_model(path, role="sim_delta")
+
+
+def test_gravity_torque_input_is_mujocos_gravity_torque() -> None:
+    """The graph's gravity input at a pose equals MuJoCo's bias force at rest there (to the wrist roll's and
+    the gripper's small share), on the gravity joints, and is 0 on the others."""
+    import mujoco
+    import torch
+
+    from so101_common.joints import JOINT_NAMES
+    from so101_sim2real.replay.mujoco_backend import MujocoSim
+    from so101_sim2real.sim_delta.network import GRAVITY_JOINTS, GravityTorque
+    from so101_sim2real.sim_delta.targets import gravity_coefficients
+
+    sim = MujocoSim()
+    gravity = GravityTorque(gravity_coefficients(sim))
+    model, data = sim.model, mujoco.MjData(sim.model)
+    dof = [model.jnt_dofadr[model.joint(name).id] for name in JOINT_NAMES]
+    poses = np.random.default_rng(3).uniform(-1.5, 1.5, (100, len(JOINT_NAMES)))
+    expected = np.empty_like(poses)
+    for i, pose in enumerate(poses):
+        data.qpos[[model.jnt_qposadr[model.joint(name).id] for name in JOINT_NAMES]] = pose
+        mujoco.mj_forward(model, data)
+        expected[i] = data.qfrc_bias[dof]
+    with torch.no_grad():
+        torque = gravity(torch.tensor(poses, dtype=torch.float32)[:, None, :])[:, 0].numpy()
+    loaded = [JOINT_NAMES.index(name) for name in GRAVITY_JOINTS]
+    assert expected[:, loaded].std(axis=0).min() > 0.05  # the poses load every gravity joint
+    np.testing.assert_allclose(torque[:, loaded], expected[:, loaded], atol=0.01)
+    np.testing.assert_array_equal(np.delete(torque, loaded, axis=1), 0.0)

@@ -10,11 +10,19 @@ on absolute commands made wrist_roll 6× worse than nominal). So this stage hand
 - history: position columns as ``(q(t−k) − a(t)) / scale`` and velocity columns as they are, both
   zeroed unless ``state_inputs`` (see the package README for when state helps), previous-command
   columns as ``(a(t−k) − a(t)) / scale``;
-- command rows: row 0 the absolute current command (normalised) on the joints whose pose changes
-  gravity's torque (shoulder_lift, elbow_flex, wrist_flex), 0 on the others; rows ``k ≥ 1`` as
-  ``(a(t+k) − a(t)) / scale``;
+- command rows: row 0 on the joints gravity loads (shoulder_lift, elbow_flex, wrist_flex) MuJoCo's
+  gravity torque on the joint at the commanded pose (:class:`GravityTorque`, standardised over the
+  training samples), 0 on the others; rows ``k ≥ 1`` as ``(a(t+k) − a(t)) / scale``;
 
 with the same shapes, so every architecture of :mod:`so101_gaponet.models` sits behind it unchanged.
+
+**Gravity torque, not the pose's angles**: the sag a position servo shows under gravity, which the real
+servo's stiffness and deadband make differ from MuJoCo's, follows the joint's gravity torque, and for
+wrist flex that depends on the lift + elbow + wrist flex angle sum, which a per-joint model does not see
+from its own angle. The torque is a bounded function of the pose (within its ``(cos, sin)`` weights
+whatever the pose), and a linear model in it is the servo's linear sag (measured in leave-motions-out
+cross-validation on the training motions, package README: elbow +3.8, wrist flex +1.1 points over the
+commanded angles).
 
 **Play-operator memory** (``play_radii``, the shipped formulation): where a joint rests inside its
 backlash/friction band depends on how it got there, often seconds ago, past any history window
@@ -36,12 +44,46 @@ import torch
 from torch import nn
 
 from so101_common.joints import JOINT_NAMES
+from so101_gaponet.inputs import GRAVITY_JOINTS
 from so101_gaponet.metadata import Normalisation
 from so101_gaponet.models import ArchConfig, PerJointLinear
 
-__all__ = ["RelativeCommandInputs", "PlayStateModel", "PerJointMLP", "LinearResidual", "GRAVITY_JOINTS"]
+__all__ = ["RelativeCommandInputs", "PlayStateModel", "PerJointMLP", "LinearResidual", "GravityTorque", "GRAVITY_JOINTS"]
 
-GRAVITY_JOINTS = ("shoulder_lift", "elbow_flex", "wrist_flex")
+
+class GravityTorque(nn.Module):
+    """MuJoCo's gravity torque (N·m) on each gravity joint at a pose ``(B, 1, J)`` (rad), 0 on the other joints.
+
+    ``coefficients (3, 2)``: :func:`.targets.gravity_coefficients` (per pitch link, the ``(cos, sin)`` weights);
+    the torque on gravity joint ``j`` sums the terms of the links ``k ≥ j``, each at its pitch ``s_k``, the sum
+    of the gravity joints' angles up to ``k``. Bounded by the weights whatever the pose.
+    """
+
+    select: torch.Tensor  # (J, 3) the gravity joints' angles from a pose
+    cumulative: torch.Tensor  # (3, 3) their running sums: each link's pitch
+    cos_weight: torch.Tensor  # (3,)
+    sin_weight: torch.Tensor  # (3,)
+    place: torch.Tensor  # (3, J) link k's term on the gravity joints j ≤ k
+
+    def __init__(self, coefficients: np.ndarray) -> None:
+        super().__init__()
+        links = len(GRAVITY_JOINTS)
+        columns = [JOINT_NAMES.index(name) for name in GRAVITY_JOINTS]
+        select = np.zeros((len(JOINT_NAMES), links), dtype=np.float32)
+        place = np.zeros((links, len(JOINT_NAMES)), dtype=np.float32)
+        for k, column in enumerate(columns):
+            select[column, k] = 1.0
+            place[k, columns[:k + 1]] = 1.0
+        coefficients = np.asarray(coefficients, dtype=np.float32).reshape(links, 2)
+        self.register_buffer("select", torch.from_numpy(select))
+        self.register_buffer("cumulative", torch.triu(torch.ones(links, links)))
+        self.register_buffer("cos_weight", torch.from_numpy(coefficients[:, 0].copy()))
+        self.register_buffer("sin_weight", torch.from_numpy(coefficients[:, 1].copy()))
+        self.register_buffer("place", torch.from_numpy(place))
+
+    def forward(self, pose: torch.Tensor) -> torch.Tensor:
+        pitch = (pose @ self.select) @ self.cumulative
+        return (torch.cos(pitch) * self.cos_weight + torch.sin(pitch) * self.sin_weight) @ self.place
 
 
 class RelativeCommandInputs(nn.Module):
@@ -56,15 +98,21 @@ class RelativeCommandInputs(nn.Module):
     command_std: torch.Tensor
     inverse_scale: torch.Tensor
     state_mask: torch.Tensor
-    absolute_mask: torch.Tensor
     radii: torch.Tensor  # (R, 1) rad
     inverse_radii: torch.Tensor
+    torque_mean: torch.Tensor  # (J,) N·m
+    torque_inverse_std: torch.Tensor  # (J,) 1/(N·m), 0 on the joints gravity does not load
 
     def __init__(self, net: nn.Module, normalisation: Normalisation, relative_scale: np.ndarray, state_inputs: bool,
-                 future_steps: int, play_radii: Sequence[float] = ()) -> None:
+                 future_steps: int, gravity: GravityTorque, torque_mean: np.ndarray, torque_std: np.ndarray,
+                 play_radii: Sequence[float] = ()) -> None:
+        """``torque_mean``/``torque_std (J,)``: the gravity torque's standardisation (over the training samples)."""
         super().__init__()
         joints = len(JOINT_NAMES)
-        self.net, self.joints, self.future_steps = net, joints, future_steps
+        self.net, self.joints, self.future_steps, self.gravity = net, joints, future_steps, gravity
+        loaded = np.array([1.0 if n in GRAVITY_JOINTS else 0.0 for n in JOINT_NAMES], dtype=np.float32)
+        self.register_buffer("torque_mean", torch.from_numpy(np.asarray(torque_mean, dtype=np.float32) * loaded))
+        self.register_buffer("torque_inverse_std", torch.from_numpy(loaded / np.maximum(np.asarray(torque_std, dtype=np.float32), 1e-6)))
         radii = np.asarray(play_radii, dtype=np.float32).reshape(-1, 1)
         if (radii <= 0).any():
             raise ValueError(f"play radii must be > 0, got {list(play_radii)}")
@@ -81,7 +129,6 @@ class RelativeCommandInputs(nn.Module):
         self.register_buffer("command_std", torch.tensor(normalisation.command_std, dtype=torch.float32))
         self.register_buffer("inverse_scale", torch.from_numpy(1.0 / np.asarray(relative_scale, dtype=np.float32)))
         self.register_buffer("state_mask", torch.tensor(1.0 if state_inputs else 0.0))
-        self.register_buffer("absolute_mask", torch.tensor([1.0 if n in GRAVITY_JOINTS else 0.0 for n in JOINT_NAMES]))
 
     def raw_commands(self, commands: torch.Tensor) -> torch.Tensor:
         return commands * self.command_std + self.command_mean
@@ -103,9 +150,9 @@ class RelativeCommandInputs(nn.Module):
         raw_position = history[:, :, :joints] * self.position_std + self.position_mean
         position = (raw_position - current) * self.inverse_scale * self.state_mask
         velocity = history[:, :, joints:2 * joints] * self.state_mask
-        absolute = commands[:, :1, :] * self.absolute_mask
+        torque = (self.gravity(current) - self.torque_mean) * self.torque_inverse_std
         plays = play_offsets * self.inverse_radii
-        return torch.cat((position, velocity, previous), dim=2), torch.cat((absolute, upcoming, plays), dim=1)
+        return torch.cat((position, velocity, previous), dim=2), torch.cat((torque, upcoming, plays), dim=1)
 
     def forward(self, history: torch.Tensor, commands: torch.Tensor) -> torch.Tensor:
         """Teacher-forced view (training; the exported graph of a model without play radii)."""
@@ -145,7 +192,7 @@ class PlayStateModel(nn.Module):
 
 class PerJointMLP(nn.Module):
     """One MLP shared by the joints, each joint's Δ from its own inputs: its history columns and command
-    rows (relative commands, play offsets), the gravity pose (the absolute command row) and which joint it is.
+    rows (relative commands, play offsets), the gravity joints' torques (row 0: the pose) and which joint it is.
 
     No joint reads another joint's motion, so a joint that holds still while others move is not moved by
     them (the full networks leak: measured, see the package README).

@@ -41,10 +41,16 @@ from so101_sim2real.sim_delta.features import (
     previous_commands,
 )
 from so101_sim2real.sim_delta.filter import SimDeltaFilter
-from so101_sim2real.sim_delta.network import LinearResidual, PerJointMLP, PlayStateModel, RelativeCommandInputs
+from so101_sim2real.sim_delta.network import (
+    GravityTorque,
+    LinearResidual,
+    PerJointMLP,
+    PlayStateModel,
+    RelativeCommandInputs,
+)
 from so101_sim2real.sim_delta.recordings import Recording
 from so101_sim2real.sim_delta.rollout import CONTROL_RATE_HZ, replay
-from so101_sim2real.sim_delta.targets import inverse_commands, smooth_motion
+from so101_sim2real.sim_delta.targets import gravity_coefficients, inverse_commands, smooth_motion
 
 if TYPE_CHECKING:
     import torch
@@ -263,10 +269,15 @@ def train_sim_delta(recordings: Sequence[Recording], config: SimDeltaConfig,
     relative = np.concatenate([(data.history[:, :, 2 * joints:] - data.commands[:, :1, :]).reshape(-1, joints),
                                (data.commands[:, 1:, :] - data.commands[:, :1, :]).reshape(-1, joints)])
     scale = np.maximum(relative.std(axis=0), 1e-3)  # rad: the spread of command changes over the window
+    # the gravity joints' row 0: MuJoCo's gravity torque at the commanded pose (network.GravityTorque), standardised
+    gravity = GravityTorque(gravity_coefficients(sim))
+    with torch.no_grad():
+        torque = gravity(torch.from_numpy(data.commands[:, :1, :].astype(np.float32)))[:, 0].numpy()
+    torque_mean, torque_std = torque.mean(axis=0), np.maximum(torque.std(axis=0), 1e-3)
 
     def network(inner: torch.nn.Module | None = None) -> torch.nn.Module:
         return RelativeCommandInputs(build_model(arch) if inner is None else inner, normalisation, scale, config.state_inputs,
-                                     config.future_steps, config.play_radii)
+                                     config.future_steps, gravity, torque_mean, torque_std, config.play_radii)
 
     initial = network()
     if config.network_structure != "joint":

@@ -31,7 +31,7 @@ from so101_sim2real.sim_delta.filter import SimDeltaFilter
 from so101_sim2real.sim_delta.recordings import Recording, split_heldout
 from so101_sim2real.sim_delta.rollout import replay
 from so101_sim2real.sim_delta.synthetic import known_delta, lagged_arm_recording
-from so101_sim2real.sim_delta.trainer import SimDeltaConfig, metadata_for, train_sim_delta
+from so101_sim2real.sim_delta.trainer import DEFAULT_EPOCHS, SimDeltaConfig, metadata_for, train_sim_delta
 from so101_testing import run_cli
 
 
@@ -243,3 +243,11 @@ def test_gravity_torque_input_is_mujocos_gravity_torque() -> None:
     assert expected[:, loaded].std(axis=0).min() > 0.05  # the poses load every gravity joint
     np.testing.assert_allclose(torque[:, loaded], expected[:, loaded], atol=0.01)
     np.testing.assert_array_equal(np.delete(torque, loaded, axis=1), 0.0)
+
+
+def test_only_the_sim_delta_architectures_train() -> None:
+    from so101_sim2real.sim_delta import SIM_DELTA_KINDS
+
+    assert set(SIM_DELTA_KINDS) == set(DEFAULT_EPOCHS)  # every architecture --compare trains has its budget
+    with pytest.raises(ValueError, match="arch must be one of"):
+        SimDeltaConfig(arch="joint_mlp")  # the compensator's kind: --compare used to crash on it

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from so101_gaponet.metadata import MODEL_KINDS
+from so101_sim2real.sim_delta import SIM_DELTA_KINDS
 from so101_sim2real.sim_delta.evaluate import Evaluation
 
 __all__ = ["add_arguments", "run", "format_table", "SHIPPED_SIM_DELTA"]
@@ -28,7 +28,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sage-real", action="append", required=True, type=Path,
                         help="SAGE real run folder, or a folder of them (repeatable)")
     parser.add_argument("--out", type=Path, required=True, help="model file to write, e.g. models/so101_sim_delta.onnx")
-    parser.add_argument("--arch", choices=MODEL_KINDS, default="mlp", help="network (default mlp)")
+    parser.add_argument("--arch", choices=SIM_DELTA_KINDS, default="mlp", help="network (default mlp)")
     parser.add_argument("--compare", action="store_true",
                         help="also train every other architecture and print their held-out figures (not exported)")
     parser.add_argument("--all-motions", action="store_true",
@@ -65,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"training on {len(train)} motions; held out: {', '.join(r.name for r in heldout) or 'none'}")
     report: dict[str, object] = {"heldout_motions": [r.name for r in heldout], "training_motions": [r.name for r in train]}
     cache: dict[str, np.ndarray] = {}
-    archs = [args.arch] + ([k for k in MODEL_KINDS if k != args.arch] if args.compare else [])
+    archs = [args.arch] + ([k for k in SIM_DELTA_KINDS if k != args.arch] if args.compare else [])
     for arch in archs:
         result = train_sim_delta(train, SimDeltaConfig(arch=arch, seed=args.seed, progress=True), progress=lambda m: print(f"  {m}"))
         metadata = result.metadata.model_copy(update={"provenance": result.metadata.provenance | {

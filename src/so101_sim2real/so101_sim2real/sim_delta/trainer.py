@@ -33,6 +33,7 @@ from so101_common.joints import JOINT_NAMES
 from so101_gaponet.metadata import HISTORY_FEATURES, GapModelMetadata
 from so101_gaponet.models import ArchConfig, build_model
 from so101_gaponet.train import FitResult, fit_network, git_revision, normalisation_of
+from so101_sim2real.sim_delta import SIM_DELTA_KINDS
 from so101_sim2real.sim_delta.features import (
     command_windows,
     history_rows,
@@ -108,6 +109,8 @@ class SimDeltaConfig:
     def __post_init__(self) -> None:
         if min(self.history, self.future_steps, self.batch_size, self.sample_stride) < 1 or (self.hidden or 1) < 1 or self.dagger_iterations < 0:
             raise ValueError("history, future_steps, hidden, batch_size and sample_stride must be ≥ 1, dagger_iterations ≥ 0")
+        if self.arch not in SIM_DELTA_KINDS:
+            raise ValueError(f"arch must be one of {list(SIM_DELTA_KINDS)}, got {self.arch!r}")
         if self.epochs is not None and self.epochs < 1:
             raise ValueError("epochs must be ≥ 1")
         if any(r <= 0 for r in self.play_radii):

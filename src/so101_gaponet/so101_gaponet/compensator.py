@@ -118,6 +118,7 @@ class Compensator:
         bounds = config.delta_bounds if config.delta_bounds is not None else (
             model.metadata.delta_bounds if model is not None else (0.0,) * joints)
         self.delta_bounds = np.asarray(bounds, dtype=np.float64)
+        self._lower_bounds = -self.delta_bounds  # np.minimum/np.maximum: np.clip's Python wrapper costs µs per step
         meta = model.metadata if model is not None else None
         slew = config.delta_slew_limit if config.delta_slew_limit is not None else (
             meta.delta_slew_limit if meta is not None else None)
@@ -307,16 +308,16 @@ class Compensator:
         step = np.where(growing & saturated, 0.0, step)
         other = self._integrals[1 - self._side, self._columns]
         self._integrals[1 - self._side, self._columns] = np.where(
-            both, np.clip(other + step, -self.delta_bounds, self.delta_bounds), other)
-        current = np.clip(current + step, -self.delta_bounds, self.delta_bounds)
+            both, np.minimum(np.maximum(other + step, self._lower_bounds), self.delta_bounds), other)
+        current = np.minimum(np.maximum(current + step, self._lower_bounds), self.delta_bounds)
         self._integrals[self._side, self._columns] = current
         return current
 
     def _shape_delta(self, raw: np.ndarray) -> None:
         """Bound, low-pass and slew-limit the model's Δ into ``self._delta`` (holding the previous step's Δ)."""
         wanted = self._wanted
-        np.clip(raw, -self.delta_bounds, self.delta_bounds, out=wanted)
-        if not np.array_equal(raw, wanted):
+        np.minimum(np.maximum(raw, self._lower_bounds, out=wanted), self.delta_bounds, out=wanted)
+        if (raw != wanted).any():
             self._stats.clipped_steps += 1
         if self._keep > 0:
             wanted += self._keep * (self._delta - wanted)
@@ -324,7 +325,7 @@ class Compensator:
             change = wanted - self._delta
             if np.any(np.abs(change) > self.delta_slew_limit):
                 self._stats.slew_limited_steps += 1
-            self._delta += np.clip(change, -self.delta_slew_limit, self.delta_slew_limit)
+            self._delta += np.minimum(np.maximum(change, -self.delta_slew_limit), self.delta_slew_limit)
         else:
             self._delta[:] = wanted
 

@@ -254,6 +254,9 @@ def test_nan_command_is_rejected_and_arm_stays(chain: PolicyProbe) -> None:
 
 def test_stalled_policy_triggers_watchdog_hold(chain: PolicyProbe) -> None:
     follow(chain, SAFE_POSE)
+    # /diagnostics comes once a second: a hold reported before the policy streamed (start-up, or the test
+    # before) is not this stall's. Only a hold reported after an active filter is.
+    assert wait_for(lambda: chain.status("state") == "active", timeout=20.0), chain.safety_status
     chain.stream(None)
     assert wait_for(lambda: chain.status("state") == "holding" and "watchdog" in chain.status("message"),
                     timeout=20.0), chain.safety_status

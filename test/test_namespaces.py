@@ -21,6 +21,14 @@ def _has_measured(probe: deploy.PolicyProbe) -> bool:
     return probe.measured is not None
 
 
+def _at_rest(probe: deploy.PolicyProbe, samples: list[list[float]], window: int = 25) -> bool:
+    """Polled: the last ``window`` measured poses (0.5 s at wait_for's 20 ms) within 5 mrad on every joint."""
+    samples.append(list(probe.measured or []))
+    recent = samples[-window:]
+    return len(recent) == window and all(max(p[j] for p in recent) - min(p[j] for p in recent) < 5e-3
+                                         for j in range(len(recent[0])))
+
+
 def test_two_arms_in_two_namespaces_do_not_cross_talk(tmp_path: Path) -> None:
     arms, graphs, probes = [], [], []
     try:
@@ -34,6 +42,9 @@ def test_two_arms_in_two_namespaces_do_not_cross_talk(tmp_path: Path) -> None:
         for probe, arm in zip(probes, arms, strict=True):
             assert wait_for(partial(_has_measured, probe), timeout=deploy.STARTUP_TIMEOUT), arm.output()
         mover, still = probes
+        # arm B's own start-up (torque on, servos configured) moves it a few centiradians off its stops: the
+        # pose to keep is the one it comes to rest at, before arm A moves
+        assert wait_for(partial(_at_rest, still, []), timeout=deploy.MOTION_TIMEOUT), still.measured
         start = list(still.measured or [])
         deploy.follow(mover, deploy.SAFE_POSE)  # arm A goes to the pose through its own chain
         assert still.command_count() > 0  # arm B's safety filter is alive (holding: no command source)

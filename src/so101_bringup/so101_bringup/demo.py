@@ -16,7 +16,7 @@ printed per-joint table). ``--single`` runs one motion once (with the shipped mo
 
 Faults are not gaps: a servo fault (overload, overheat, voltage, lost servo) stops the motion, keeps what
 was recorded, prints the joint and the fault and ends the demo with exit status 1
-(:class:`so101_bringup.session.ServoFaultStop`); it never reaches pairing or training as a "gap".
+(:class:`so101_bringup.motion_runs.ServoFaultStop`); it never reaches pairing or training as a "gap".
 """
 
 from __future__ import annotations
@@ -28,8 +28,9 @@ from datetime import datetime
 from pathlib import Path
 
 from so101_bringup.composition import GraphOptions
+from so101_bringup.motion_runs import SHORT_NAMES, MotionSpec
 from so101_bringup.motions import EXCITATION_PREFIX
-from so101_bringup.session import SHORT_NAMES, MotionSpec, run_session
+from so101_bringup.session import run_session
 from so101_bringup.share import config_dir
 from so101_common.joints import JOINT_NAMES
 from so101_common.paired_dataset import PairedDataset

@@ -20,7 +20,8 @@ import argparse
 from pathlib import Path
 
 from so101_bringup.composition import GraphOptions
-from so101_bringup.session import MotionSpec, RecordedMotion, ServoFaultStop, run_session
+from so101_bringup.motion_runs import MotionSpec, RecordedMotion, ServoFaultStop
+from so101_bringup.session import run_session
 from so101_testing import apply_private_ros_env
 
 __all__ = ["add_arguments", "run"]

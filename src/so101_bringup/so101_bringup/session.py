@@ -14,12 +14,9 @@ printed, and :class:`ServoFaultStop` is raised with the bags recorded so far.
 
 from __future__ import annotations
 
-import signal
-import subprocess
-import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -28,47 +25,24 @@ from rclpy.node import Node
 from sensor_msgs.msg import JointState
 
 from so101_bringup.arm_watch import ArmWatch
-from so101_bringup.children import raise_for_child, run_child
 from so101_bringup.composition import ComposedGraph, GraphOptions, deploy_graph
 from so101_bringup.motion_player_node import MotionPlayerNode
+from so101_bringup.motion_runs import (
+    MotionSpec,
+    RecordedMotion,
+    ServoFaultStop,
+    new_bag,
+    rate_line,
+    start_virtual_arm,
+    stop_virtual_arm,
+    table_header,
+    table_row,
+)
 from so101_bringup.motions import load_motion
-from so101_common.joints import JOINT_NAMES
-from so101_common.paired_dataset import FaultSpan
 from so101_common.servo_faults import format_fault, read_servo_fault
 from so101_testing import wait_for
 
-__all__ = ["MotionSpec", "RecordedMotion", "ServoFaultStop", "DeployMonitor", "start_virtual_arm", "run_session"]
-
-SHORT_NAMES = {"shoulder_pan": "pan", "shoulder_lift": "lift", "elbow_flex": "elbow", "wrist_flex": "wflex",
-               "wrist_roll": "wroll", "gripper": "grip"}
-
-
-@dataclass(frozen=True)
-class MotionSpec:
-    name: str  # episode name (the motion's stem)
-    source: str  # built-in motion name, excitation-<seed> or SAGE motion file
-    seconds: float = 0.0  # duration of a built-in motion (0 = its default)
-
-
-@dataclass(frozen=True)
-class RecordedMotion:
-    bag: Path  # the episode's bag folder
-    start: float  # s on the ROS clock (the recorded messages' stamps) when the motion started
-    stop: float  # ... when it ended or was stopped
-    state_rate_hz: float  # joint states received per second while it played (the chain's health)
-    faults: tuple[FaultSpan, ...] = ()  # s since the motion started
-
-
-class ServoFaultStop(RuntimeError):
-    """A servo fault stopped a motion; the recordings so far are kept (``recorded``)."""
-
-    def __init__(self, motion: str, spans: Sequence[FaultSpan], recorded: dict[str, RecordedMotion]) -> None:
-        self.motion, self.spans, self.recorded = motion, list(spans), dict(recorded)
-        faults = "; ".join(format_fault(span) for span in spans)
-        kept = ", ".join(str(r.bag) for r in recorded.values()) or "nothing"
-        super().__init__(f"servo fault during {motion} (s from its start): {faults}; motion stopped, "
-                         f"arm held where it was; recordings kept: {kept}")
-
+__all__ = ["DeployMonitor", "run_session"]
 
 class DeployMonitor:
     """The subscriptions feeding an :class:`~so101_bringup.arm_watch.ArmWatch` (``watch``) on ``node``'s clock:
@@ -94,25 +68,6 @@ class DeployMonitor:
         self.watch.on_faults([f for status in msg.status
                               if (f := read_servo_fault({kv.key: kv.value for kv in status.values}, status.message))],
                              self.now())
-
-
-def start_virtual_arm(profile: str, folder: Path) -> tuple[subprocess.Popen[bytes], Path, Path]:
-    """``so101 virtual-bus`` in its own process (as the launch files start it): its physics thread
-    then never competes with the driver for this interpreter's GIL. Returns (process, link, calibration)."""
-    folder.mkdir(parents=True, exist_ok=True)
-    cli = [sys.executable, "-m", "so101_bringup.cli", "virtual-bus"]
-    run_child([*cli, "--write-calibration", str(folder)], "the virtual SO-101 could not write its calibration")
-    link = folder / "so101_follower"
-    log_path = folder / "virtual_bus.log"
-    log = log_path.open("wb")
-    process = subprocess.Popen([*cli, "--link", str(link), "--profile", profile], stdout=log, stderr=subprocess.STDOUT)
-    if not wait_for(lambda: link.exists() or process.poll() is not None, timeout=60.0) or process.poll() is not None:
-        process.kill()
-        process.wait()
-        log.close()
-        raise_for_child("the virtual SO-101 did not start", process.returncode,
-                        log_path.read_text(errors="replace"), log_path)
-    return process, link, folder / "virtual_follower.json"
 
 
 def run_session(label: str, opts: GraphOptions, motions: Sequence[MotionSpec], print_period: float,
@@ -145,11 +100,7 @@ def run_session(label: str, opts: GraphOptions, motions: Sequence[MotionSpec], p
                     raise ServoFaultStop(spec.name, recorded[spec.name].faults, recorded)
     finally:
         if arm is not None:
-            arm.send_signal(signal.SIGINT)
-            try:
-                arm.wait(10)
-            except subprocess.TimeoutExpired:
-                arm.kill()
+            stop_virtual_arm(arm)
     return recorded
 
 
@@ -172,15 +123,14 @@ def _record_motion(name: str, duration: float, player: MotionPlayerNode, monitor
     player.restart()
     started = monitor.now()  # the player's clock: the node's
     print(f"\n   {name} ({duration:.1f} s)")
-    print("   t[s] | " + "  ".join(f"{SHORT_NAMES[n]:>15}" for n in JOINT_NAMES) + "   measured (command - measured), rad")
+    print(table_header())
     start = time.monotonic()
     end, next_line = start + duration + 1.0, start + print_period
     while not wait_for(lambda: watch.faults.active, timeout=max(min(next_line, end) - time.monotonic(), 0.0)):
         if time.monotonic() >= end:
             break
         next_line += print_period
-        cells = "  ".join(f"{m:+6.3f} ({c - m:+6.3f})" for m, c in zip(watch.measured, watch.commanded, strict=True))
-        print(f" {time.monotonic() - start:6.1f} | {cells}", flush=True)
+        print(table_row(time.monotonic() - start, watch.measured, watch.commanded), flush=True)
     stopped = monitor.now()
     state_rate_hz = watch.states / max(stopped - started, 1e-9)
     faults = watch.faults.spans()
@@ -193,12 +143,6 @@ def _record_motion(name: str, duration: float, player: MotionPlayerNode, monitor
     ok, message = recorder.stop_episode()
     if not ok:
         raise RuntimeError(f"recorder did not stop cleanly: {message}")
-    print(f"   recorded: {message}; joint states at {state_rate_hz:.0f} Hz (driver: {driver_rate_hz:g} Hz)")
-    if state_rate_hz < 0.9 * driver_rate_hz:
-        print(f"   WARNING: the chain delivered joint states at {state_rate_hz / driver_rate_hz:.0%} of the driver's rate: "
-              "this machine is overloaded, and the recording shows it (late commands, lag) on top of the arm's gap")
-    new = sorted(p for p in set(bag_root.iterdir()) - before if p.is_dir())
-    if len(new) != 1:
-        raise RuntimeError(f"expected one new bag for {name} under {bag_root}, found {[p.name for p in new]}")
-    return RecordedMotion(new[0], started, stopped, state_rate_hz, tuple(faults))
+    print(rate_line(message, state_rate_hz, driver_rate_hz))
+    return RecordedMotion(new_bag(bag_root, before, name), started, stopped, state_rate_hz, tuple(faults))
 

@@ -118,7 +118,6 @@ class Compensator:
         bounds = config.delta_bounds if config.delta_bounds is not None else (
             model.metadata.delta_bounds if model is not None else (0.0,) * joints)
         self.delta_bounds = np.asarray(bounds, dtype=np.float64)
-        self._lower_bounds = -self.delta_bounds  # np.minimum/np.maximum: np.clip's Python wrapper costs µs per step
         meta = model.metadata if model is not None else None
         slew = config.delta_slew_limit if config.delta_slew_limit is not None else (
             meta.delta_slew_limit if meta is not None else None)
@@ -131,13 +130,17 @@ class Compensator:
         play = config.direction_play if config.direction_play is not None else (
             meta.direction_play if meta is not None else 0.0)
         self.direction_play = float(play or 0.0)
-        # The feedback's corrections (rad): row 0 while the reference moves down (or for both directions
-        # when direction_play is 0), row 1 while it moves up; _side picks the row per joint.
-        self._integrals = np.zeros((2, joints))
-        self._side = np.zeros(joints, dtype=np.intp)
-        self._play = np.full(joints, np.nan)  # the play operator's output: the reference less its play
-        self._slow = np.zeros(joints, dtype=bool)  # reference and arm both (nearly) still this step
-        self._columns = np.arange(joints)
+        # The per-joint state of the step after the model, as plain floats (_feedback_and_shape). The feedback's
+        # corrections (rad): row 0 while the reference moves down (or for both directions when direction_play
+        # is 0), row 1 while it moves up; _side picks the row per joint.
+        self._integrals = [[0.0] * joints, [0.0] * joints]
+        self._side = [0] * joints
+        self._play: list[float | None] = [None] * joints  # the play operator's output: the reference less its play
+        self._slow = [False] * joints  # reference and arm both (nearly) still this step
+        self._bounds = self.delta_bounds.tolist()
+        self._gains = self.feedback_gain.tolist()
+        self._feedback_on = bool(self.feedback_gain.any())
+        self._slew = None if self.delta_slew_limit is None else self.delta_slew_limit.tolist()
         self._previous_command: np.ndarray | None = None  # the policy command of the previous step
         self._rows_in = np.zeros((self.future_steps, joints))  # scratch: the command rows fed to the model
         # Share of the previous Δ kept per step by the low-pass (steps come at the model's rate).
@@ -153,7 +156,6 @@ class Compensator:
         self._fresh = np.zeros(joints, dtype=bool)  # joints measured since the previous step
         self._last_output: np.ndarray | None = None
         self._delta = np.zeros(joints)  # Δ applied on the latest step (0 on passthrough steps)
-        self._wanted = np.zeros(joints)  # scratch: Δ before the slew limit
         self._output = np.zeros(joints)
         self._latencies = np.zeros(config.latency_window)
         self._stats = _Stats()
@@ -217,8 +219,7 @@ class Compensator:
         if self.model is not None and self.enabled and self.warm:
             raw = self.model.delta(self.history(), self._command_rows(command, upcoming))
             if np.isfinite(raw).all():
-                self._track_direction(command)
-                self._shape_delta(raw + self._integrate(raw))
+                self._feedback_and_shape(raw, command)
                 compensated = True
             else:
                 fault = True
@@ -227,7 +228,7 @@ class Compensator:
                 _log.warning("%s; passing the command through", self._stats.last_fault)
         if not compensated:
             self._delta[:] = 0.0  # passthrough; compensation resumes from 0 under the slew limit
-            self._integrals[:] = 0.0
+            self._clear_integrals()
         self._fresh[:] = False
         self._previous_command = command
         np.add(command, self._delta, out=self._output)
@@ -250,84 +251,85 @@ class Compensator:
                 rows[1 + len(ahead):] = ahead[-1]
         return rows
 
-    def _track_direction(self, command: np.ndarray) -> None:
-        """Which way the policy's reference moves, per joint: a play operator of width ``direction_play``
-        (a reversal counts once the command has come back by more than the play, so jitter below it
-        does not switch)."""
-        if self.direction_play <= 0:
-            return
-        if np.isnan(self._play).any():
-            self._play[:] = command
-        rising = command - self._play > self.direction_play
-        falling = self._play - command > self.direction_play
-        self._play[:] = np.where(rising, command - self.direction_play,
-                                 np.where(falling, command + self.direction_play, self._play))
-        if self._previous_command is not None and self.model is not None:
-            step_s = 1.0 / self.model.metadata.rate_hz
-            self._slow[:] = ((np.abs(command - self._previous_command) <= self.direction_play)
-                             & (np.abs(self._velocity) * step_s <= 2 * self.direction_play))
-        self._side[:] = np.where(rising, 1, np.where(falling, 0, self._side))
+    def _feedback_and_shape(self, raw: np.ndarray, command: np.ndarray) -> None:
+        """The step after the model, per joint: which way the reference moves, the integral feedback, and
+        Δ's shaping (bound, low-pass, slew limit) into ``self._delta``.
 
-    def _integrate(self, raw: np.ndarray) -> np.ndarray:
-        """Integral feedback (the previous command is where the sim is now: it follows one step behind);
-        returns the correction in force for the reference's current direction.
+        Plain floats over the joints: a step is six joints of a few dozen scalar operations, where numpy's
+        per-call cost on 6-element arrays made this the largest part of a step (measured, package README).
 
-        Why one correction per direction: what the feed-forward leaves is mostly dry friction (and
-        backlash), which pulls against the motion and so flips sign when the reference reverses. One
-        integral must unwind through zero at its slow gain while the joint sticks (measured: ~0.5 s
-        and 0.015 rad on shoulder_pan at every reversal); two switch at once. What tells friction from
-        lag (continuous through a reversal, 0 where the velocity is): friction is what is left while
-        the joint is stuck. So only while the reference moves less than ``direction_play`` per step and
-        the arm at most twice that does the current side learn alone; otherwise both sides learn the
-        same step, which keeps their difference (the jump at a reversal). Measured, why not more: a side
-        that learns alone whenever it is in force takes a fast motion's lag for friction (the gripper
-        on a multisine grew an oscillation, 5 % worse than no compensation; the synthetic
-        ``stiff_delayed`` arm's elbow tracked 50 % worse).
+        **Direction.** A play operator of width ``direction_play`` on the policy's reference: a reversal
+        counts once the command has come back by more than the play, so jitter below it does not switch.
+
+        **Integral feedback** (the previous command is where the sim is now: it follows one step behind);
+        one correction per direction of the reference. Why: what the feed-forward leaves is mostly dry
+        friction (and backlash), which pulls against the motion and so flips sign when the reference
+        reverses. One integral must unwind through zero at its slow gain while the joint sticks (measured:
+        ~0.5 s and 0.015 rad on shoulder_pan at every reversal); two switch at once. What tells friction from
+        lag (continuous through a reversal, 0 where the velocity is): friction is what is left while the
+        joint is stuck. So only while the reference moves less than ``direction_play`` per step and the arm
+        at most twice that does the current side learn alone; otherwise both sides learn the same step,
+        which keeps their difference (the jump at a reversal). Measured, why not more: a side that learns
+        alone whenever it is in force takes a fast motion's lag for friction (the gripper on a multisine grew
+        an oscillation, 5 % worse than no compensation; the synthetic ``stiff_delayed`` arm's elbow tracked
+        50 % worse).
 
         Each measurement counts once: a joint not measured since the previous step keeps its correction
         rather than adding the same, stale, error again. Joint states come at twice the model's rate, so
         this changes nothing on a healthy chain; on a starved one (measured through ROS: joint states at
         15–25 Hz for seconds) re-integrating each stale error multiplied the loop's gain and it swung to Δ's
         bound (0.1–0.18 rad tracking error on shoulder_pan).
-        """
-        current = self._integrals[self._side, self._columns]
-        if self._previous_command is None or not self.feedback_gain.any():
-            return current
-        error = np.where(self._fresh, self._previous_command - self._position, 0.0)
-        # Conditional integration: an error beyond Δ's bound (the arm still travelling to a far command, held
-        # back by the safety filter's bounds) is no friction or gravity offset; integrated, it winds the
-        # correction up to its bound and the arm overshoots by as much when it arrives.
-        step = np.where(np.abs(error) <= self.delta_bounds, self.feedback_gain * error, 0.0)
-        both = np.zeros(len(step), dtype=bool)
-        if self.direction_play > 0:
-            both = ~self._slow
-        # anti-windup: do not grow the correction past the bound, nor while the total is clipped
-        total = raw + current
-        growing = np.sign(step) == np.sign(total)
-        saturated = np.abs(total) >= self.delta_bounds
-        step = np.where(growing & saturated, 0.0, step)
-        other = self._integrals[1 - self._side, self._columns]
-        self._integrals[1 - self._side, self._columns] = np.where(
-            both, np.minimum(np.maximum(other + step, self._lower_bounds), self.delta_bounds), other)
-        current = np.minimum(np.maximum(current + step, self._lower_bounds), self.delta_bounds)
-        self._integrals[self._side, self._columns] = current
-        return current
 
-    def _shape_delta(self, raw: np.ndarray) -> None:
-        """Bound, low-pass and slew-limit the model's Δ into ``self._delta`` (holding the previous step's Δ)."""
-        wanted = self._wanted
-        np.minimum(np.maximum(raw, self._lower_bounds, out=wanted), self.delta_bounds, out=wanted)
-        if (raw != wanted).any():
-            self._stats.clipped_steps += 1
-        if self._keep > 0:
-            wanted += self._keep * (self._delta - wanted)
-        if self.delta_slew_limit is not None:
-            change = wanted - self._delta
-            if np.any(np.abs(change) > self.delta_slew_limit):
-                self._stats.slew_limited_steps += 1
-            self._delta += np.minimum(np.maximum(change, -self.delta_slew_limit), self.delta_slew_limit)
-        else:
-            self._delta[:] = wanted
+        Conditional integration: an error beyond Δ's bound (the arm still travelling to a far command, held
+        back by the safety filter's bounds) is no friction or gravity offset; integrated, it winds the
+        correction up to its bound and the arm overshoots by as much when it arrives. Anti-windup: the
+        correction does not grow past the bound, nor while the total is clipped.
+        """
+        play_width = self.direction_play
+        previous: list[float] = [] if self._previous_command is None else self._previous_command.tolist()
+        feedback = bool(previous) and self._feedback_on
+        step_s = 1.0 / self.model.metadata.rate_hz if self.model is not None else 0.0
+        play, side, slow, integrals = self._play, self._side, self._slow, self._integrals
+        fresh, position, velocity = self._fresh.tolist(), self._position.tolist(), self._velocity.tolist()
+        shaped = self._delta.tolist()
+        clipped = slew_limited = False
+        keep, slew = self._keep, self._slew
+        for j, (wanted, target, bound, gain) in enumerate(zip(raw.tolist(), command.tolist(), self._bounds, self._gains, strict=True)):
+            if play_width > 0:
+                if play[j] is None:
+                    play[j] = target
+                if target - play[j] > play_width:  # rising
+                    play[j], side[j] = target - play_width, 1
+                elif play[j] - target > play_width:  # falling
+                    play[j], side[j] = target + play_width, 0
+                if previous and self.model is not None:
+                    slow[j] = abs(target - previous[j]) <= play_width and abs(velocity[j]) * step_s <= 2 * play_width
+            current = integrals[side[j]][j]
+            if feedback:
+                error = previous[j] - position[j] if fresh[j] else 0.0
+                step = gain * error if abs(error) <= bound else 0.0
+                total = wanted + current
+                if abs(total) >= bound and (step > 0) - (step < 0) == (total > 0) - (total < 0):
+                    step = 0.0
+                if play_width > 0 and not slow[j]:  # both sides learn
+                    other = integrals[1 - side[j]]
+                    other[j] = min(max(other[j] + step, -bound), bound)
+                current = min(max(current + step, -bound), bound)
+                integrals[side[j]][j] = current
+            total = wanted + current
+            wanted = min(max(total, -bound), bound)
+            clipped |= wanted != total
+            if keep > 0:
+                wanted += keep * (shaped[j] - wanted)
+            if slew is not None:
+                change = wanted - shaped[j]
+                slew_limited |= abs(change) > slew[j]
+                shaped[j] += min(max(change, -slew[j]), slew[j])
+            else:
+                shaped[j] = wanted
+        self._delta[:] = shaped
+        self._stats.clipped_steps += clipped
+        self._stats.slew_limited_steps += slew_limited
 
     def _push_row(self) -> None:
         joints, size = len(self.config.joints), self._history_len
@@ -349,10 +351,15 @@ class Compensator:
         self._position[:] = np.nan
         self._fresh[:] = False
         self._delta[:] = 0.0
-        self._integrals[:] = 0.0
-        self._play[:] = np.nan
-        self._side[:] = 0
-        self._slow[:] = False
+        self._clear_integrals()
+        joints = len(self.config.joints)
+        self._play = [None] * joints
+        self._side = [0] * joints
+        self._slow = [False] * joints
+
+    def _clear_integrals(self) -> None:
+        for row in self._integrals:
+            row[:] = [0.0] * len(row)
 
     # -- reporting ------------------------------------------------------------------------------
     def latency_percentiles(self) -> tuple[float, float]:
@@ -383,7 +390,7 @@ class Compensator:
             "delta_smoothing_s": self.delta_smoothing_s,
             "future_steps": self.future_steps,
             "feedback_gain": [round(float(g), 4) for g in self.feedback_gain],
-            "feedback_correction": [round(float(i), 5) for i in self._integrals[self._side, self._columns]],
+            "feedback_correction": [round(self._integrals[side][j], 5) for j, side in enumerate(self._side)],
             "direction_play": self.direction_play,
             "last_delta": [round(float(d), 5) for d in self._delta],
         }

@@ -105,6 +105,16 @@ class OnnxGapModel(GapModel):
         self._session = session
         self._input_names = [i.name for i in session.get_inputs()]
         self._output_names = [o.name for o in session.get_outputs()[: 2 if self.stateful else 1]]
+        # The step's own buffers bound to the session once, by address: a step runs the graph on them with no
+        # feed dictionary, input check or output allocation (measured: ~20 µs of a ~90 µs run, package README).
+        self._delta_out = np.zeros((1, metadata.num_joints), dtype=np.float32)
+        self._next_state = np.zeros_like(self._state)  # apart from the input: the graph reads the state while it writes
+        self._binding = session.io_binding()
+        inputs = (self._history_in, self._commands_in, self._state)[: 3 if self.stateful else 2]
+        for name, array in zip(self._input_names, inputs, strict=True):
+            self._binding.bind_input(name, "cpu", 0, np.float32, list(array.shape), array.ctypes.data)
+        for name, array in zip(self._output_names, (self._delta_out, self._next_state), strict=False):
+            self._binding.bind_output(name, "cpu", 0, np.float32, list(array.shape), array.ctypes.data)
 
     @staticmethod
     def make_session(model_bytes: bytes, batch_dims: Sequence[str] = ()) -> Any:
@@ -122,6 +132,11 @@ class OnnxGapModel(GapModel):
         return ort.InferenceSession(model_bytes, sess_options=options, providers=["CPUExecutionProvider"])
 
     def run_normalised(self, history: np.ndarray, commands: np.ndarray) -> np.ndarray:
+        if history is self._history_in and commands is self._commands_in:  # the step's own buffers: bound
+            self._session.run_with_iobinding(self._binding)
+            if self.stateful:
+                self._state[:] = self._next_state
+            return self._delta_out
         feeds = {self._input_names[0]: history, self._input_names[1]: commands}
         if not self.stateful:
             return self._session.run(self._output_names, feeds)[0]

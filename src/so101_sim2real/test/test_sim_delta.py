@@ -251,3 +251,36 @@ def test_only_the_sim_delta_architectures_train() -> None:
     assert set(SIM_DELTA_KINDS) == set(DEFAULT_EPOCHS)  # every architecture --compare trains has its budget
     with pytest.raises(ValueError, match="arch must be one of"):
         SimDeltaConfig(arch="joint_mlp")  # the compensator's kind: --compare used to crash on it
+
+
+def test_folded_graph_is_the_play_state_model_in_fewer_nodes(motions, tmp_path: Path) -> None:
+    """The shipped structure's file holds the folded graph: the same Δ and state, step after step from the
+    stream's start, as the play-state model it folds, in under half the graph nodes."""
+    import onnx
+    import torch
+
+    from so101_sim2real.sim_delta.folded import FoldedPlayStateModel, fold
+    from so101_sim2real.sim_delta.network import PlayStateModel
+
+    config = SimDeltaConfig(arch="mlp", history=6, future_steps=3, hidden=16, epochs=1, sample_stride=2)
+    result = train_sim_delta(motions[0][:1], config)
+    play = PlayStateModel(result.fit.module)  # type: ignore[arg-type]
+    folded = result.module
+    assert isinstance(folded, FoldedPlayStateModel)
+    meta = result.metadata
+    generator = torch.Generator().manual_seed(5)
+    state = torch.zeros(1, meta.state_size)
+    folded_state = state.clone()
+    with torch.no_grad():
+        for _ in range(20):
+            history = torch.randn(1, meta.history, meta.history_columns, generator=generator)
+            commands = torch.randn(1, meta.future_steps, len(JOINTS), generator=generator)
+            delta, state = play(history, commands, state)
+            folded_delta, folded_state = folded(history, commands, folded_state)
+            np.testing.assert_allclose(folded_delta.numpy(), delta.numpy(), rtol=1e-5, atol=1e-5)
+            np.testing.assert_allclose(folded_state.numpy(), state.numpy(), atol=1e-6)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        nodes = [len(onnx.load(str(save_onnx(module, meta, tmp_path / f"{name}.onnx"))).graph.node)
+                 for name, module in (("play", play), ("folded", fold(play)))]
+    assert nodes[1] < nodes[0] / 2

@@ -82,8 +82,16 @@ class GravityTorque(nn.Module):
         self.register_buffer("place", torch.from_numpy(place))
 
     def forward(self, pose: torch.Tensor) -> torch.Tensor:
-        pitch = (pose @ self.select) @ self.cumulative
-        return (torch.cos(pitch) * self.cos_weight + torch.sin(pitch) * self.sin_weight) @ self.place
+        pitch = pose @ self.pitch_map()
+        return self.from_terms(torch.cos(pitch), torch.sin(pitch))
+
+    def pitch_map(self) -> torch.Tensor:
+        """``(J, 3)``: each link's pitch from a pose, a linear map."""
+        return self.select @ self.cumulative
+
+    def from_terms(self, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        """The torques from the links' ``cos``/``sin`` of pitch ``(..., 3)``: a linear map."""
+        return (cos * self.cos_weight + sin * self.sin_weight) @ self.place
 
 
 class RelativeCommandInputs(nn.Module):
@@ -141,6 +149,15 @@ class RelativeCommandInputs(nn.Module):
 
     def features(self, history: torch.Tensor, commands: torch.Tensor, play_offsets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``history``/``commands`` normalised as in the file, ``play_offsets (B, R, J)`` in rad."""
+        return self.relative_features(history, commands, play_offsets, self.torque_feature(self.raw_commands(commands[:, :1, :])))
+
+    def torque_feature(self, current: torch.Tensor) -> torch.Tensor:
+        """``(B, 1, J)``: the standardised gravity torque at the raw commanded pose ``current (B, 1, J)`` (0 off the gravity joints)."""
+        return (self.gravity(current) - self.torque_mean) * self.torque_inverse_std
+
+    def relative_features(self, history: torch.Tensor, commands: torch.Tensor, play_offsets: torch.Tensor,
+                          torque: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """:meth:`features` with the torque row given: an affine function of all four inputs."""
         joints = self.joints
         raw_commands = self.raw_commands(commands)
         current = raw_commands[:, :1, :]
@@ -150,7 +167,6 @@ class RelativeCommandInputs(nn.Module):
         raw_position = history[:, :, :joints] * self.position_std + self.position_mean
         position = (raw_position - current) * self.inverse_scale * self.state_mask
         velocity = history[:, :, joints:2 * joints] * self.state_mask
-        torque = (self.gravity(current) - self.torque_mean) * self.torque_inverse_std
         plays = play_offsets * self.inverse_radii
         return torch.cat((position, velocity, previous), dim=2), torch.cat((torque, upcoming, plays), dim=1)
 
@@ -174,6 +190,12 @@ class PlayStateModel(nn.Module):
         self.inputs = inputs
 
     def forward(self, history: torch.Tensor, commands: torch.Tensor, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        offsets, next_state = self.play_step(history, commands, state)
+        history_in, commands_in = self.inputs.features(history, commands, offsets)
+        return self.inputs.net(history_in, commands_in), next_state
+
+    def play_step(self, history: torch.Tensor, commands: torch.Tensor, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The play operators' step: ``(offsets (B, R, J) rad, next_state)``."""
         core = self.inputs
         joints, plays = core.joints, core.plays
         current = core.raw_commands(commands[:, :1, :])  # (B, 1, J)
@@ -182,12 +204,10 @@ class PlayStateModel(nn.Module):
         previous_command = last[:, :, 2 * joints:] * core.previous_std + core.previous_mean
         started = state[:, -1:].unsqueeze(2)  # (B, 1, 1)
         previous_offsets = state[:, :-1].reshape(-1, plays, joints)
-        previous_output = started * (previous_command + previous_offsets) + (1.0 - started) * position
-        output = torch.minimum(torch.maximum(previous_output, current - core.radii), current + core.radii)
-        offsets = output - current
-        history_in, commands_in = core.features(history, commands, offsets)
-        next_state = torch.cat((offsets.flatten(1), torch.ones_like(state[:, -1:])), dim=1)
-        return core.net(history_in, commands_in), next_state
+        # y_{t−1} − a_t, and the operator's step: y_t − a_t = clip(y_{t−1} − a_t, −r, r)
+        previous_output = position - current + started * (previous_command + previous_offsets - position)
+        offsets = torch.minimum(torch.maximum(previous_output, -core.radii), core.radii)
+        return offsets, torch.cat((offsets.flatten(1), torch.ones_like(state[:, -1:])), dim=1)
 
 
 class PerJointMLP(nn.Module):
@@ -200,7 +220,7 @@ class PerJointMLP(nn.Module):
 
     def __init__(self, cfg: ArchConfig) -> None:
         super().__init__()
-        self.joints, self.features = cfg.joints, cfg.features
+        self.joints, self.features, self.history = cfg.joints, cfg.features, cfg.history
         own = cfg.history * cfg.features + cfg.future_steps
         self.net = nn.Sequential(nn.Linear(own + 2 * cfg.joints, cfg.hidden), nn.Tanh(), nn.Linear(cfg.hidden, cfg.hidden),
                                  nn.Tanh(), nn.Linear(cfg.hidden, 1))
@@ -209,11 +229,14 @@ class PerJointMLP(nn.Module):
     identity: torch.Tensor
 
     def forward(self, history: torch.Tensor, commands: torch.Tensor) -> torch.Tensor:
+        return self.net(self.inputs(history, commands)).squeeze(2)
+
+    def inputs(self, history: torch.Tensor, commands: torch.Tensor) -> torch.Tensor:
+        """``(B, J, D)``: each joint's input row of the shared MLP."""
         batch = history.shape[0]
         own = history.reshape(batch, -1, self.features, self.joints).permute(0, 3, 1, 2).reshape(batch, self.joints, -1)
         pose = commands[:, :1, :].expand(batch, self.joints, self.joints)
-        x = torch.cat((own, commands.transpose(1, 2), pose, self.identity.expand(batch, self.joints, self.joints)), dim=2)
-        return self.net(x).squeeze(2)
+        return torch.cat((own, commands.transpose(1, 2), pose, self.identity.expand(batch, self.joints, self.joints)), dim=2)
 
 
 class LinearResidual(nn.Module):

@@ -42,6 +42,7 @@ from so101_sim2real.sim_delta.features import (
     previous_commands,
 )
 from so101_sim2real.sim_delta.filter import SimDeltaFilter
+from so101_sim2real.sim_delta.folded import fold, foldable
 from so101_sim2real.sim_delta.network import (
     GravityTorque,
     LinearResidual,
@@ -183,7 +184,11 @@ class SimDeltaResult:
 
 
 def exported_module(module: torch.nn.Module, metadata: GapModelMetadata) -> torch.nn.Module:
-    return PlayStateModel(module) if metadata.state_size else module  # type: ignore[arg-type]
+    """What a model file holds: the network behind its play-state recurrence, folded where it folds (:mod:`.folded`)."""
+    if not metadata.state_size:
+        return module
+    play = PlayStateModel(cast(RelativeCommandInputs, module))
+    return fold(play) if foldable(play) else play
 
 
 def motion_targets(recording: Recording, sim: MujocoSim) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -3,8 +3,9 @@
 Static: for every combination of the arguments that conditions test, ``deploy_graph``/``teleop_graph``
 start exactly the nodes with an rclpy class that the launch file starts (launch evaluated with the fake
 ``launch`` modules), with the same parameter files, overrides and remappings. Live:
-``deploy_graph(compensation=False)`` runs in this process against the virtual SO-101 in a child process,
-this test plays the policy, and the graph stops cleanly.
+``deploy_graph(compensation=False)`` runs against the virtual SO-101 in a child process, its driver in a
+process of its own (as the demo runs it) and the other nodes in this one; this test plays the policy, and the
+graph stops cleanly, its driver's process too. A child node that cannot start says why.
 """
 
 from __future__ import annotations
@@ -74,7 +75,7 @@ def uncompensated(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Co
     try:
         opts = GraphOptions(port=str(link), calibration_file=str(calibration), compensation=False,
                             autostart_motion=False)  # the motion player stays silent: this test is the policy
-        graph = ComposedGraph(deploy_graph(opts)).start()
+        graph = ComposedGraph(deploy_graph(opts), own_process={"DriverNode"}).start()
         probe = deploy.PolicyProbe()
         assert deploy.wait_for(lambda: probe.measured is not None and bool(probe.safety_status),
                                timeout=deploy.STARTUP_TIMEOUT), f"no joint states:\n{arm.output()}"
@@ -89,7 +90,12 @@ def uncompensated(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Co
 
 def test_composed_graph_has_the_deploy_nodes(uncompensated: tuple[ComposedGraph, deploy.PolicyProbe]) -> None:
     graph, _ = uncompensated
-    assert set(graph.nodes) == {"DriverNode", "MotionPlayerNode", "SafetyNode"}
+    assert set(graph.nodes) == {"MotionPlayerNode", "SafetyNode"}
+    assert set(graph.children) == {"DriverNode"} and graph.children["DriverNode"].poll() is None
+    graph.raise_for_children()  # running: nothing to report
+    # what the child was given: its parameter file's value, and the graph's override
+    assert graph.parameter("DriverNode", "rate_hz") == 100.0
+    assert graph.parameter("DriverNode", "port") == next(s for s in graph.specs if s.key == "DriverNode").overrides["port"]
 
 
 def test_policy_straight_into_safety_without_compensation(
@@ -103,6 +109,23 @@ def test_policy_straight_into_safety_without_compensation(
 
 def test_composed_graph_stops_cleanly(uncompensated: tuple[ComposedGraph, deploy.PolicyProbe]) -> None:
     graph, _ = uncompensated
+    driver = graph.children["DriverNode"]
     graph.stop()
-    assert not graph.context.ok() and not graph.nodes
+    assert not graph.context.ok() and not graph.nodes and not graph.children
     assert not graph.running
+    assert driver.returncode == 0  # shut down by its Ctrl-C, not killed
+
+
+def test_a_node_in_its_own_process_that_cannot_start_says_why(tmp_path) -> None:
+    from so101_bringup.children import ChildProcessFailed
+
+    specs = deploy_graph(GraphOptions(port=str(tmp_path / "no_such_port"), compensation=False, autostart_motion=False))
+    with pytest.raises(ValueError, match="does not have"):
+        ComposedGraph(specs, own_process={"Driver"})
+    graph = ComposedGraph([s for s in specs if s.key == "DriverNode"], own_process={"DriverNode"}).start()
+    try:
+        assert deploy.wait_for(lambda: graph.children["DriverNode"].poll() is not None, timeout=deploy.STARTUP_TIMEOUT)
+        with pytest.raises(ChildProcessFailed, match=r"node DriverNode: so101_driver: error: .*no_such_port"):
+            graph.raise_for_children()
+    finally:
+        graph.stop()

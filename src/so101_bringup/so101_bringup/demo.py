@@ -1,7 +1,7 @@
 """``so101 demo``: the sim-to-real loop end to end on the embedded default robot, judged held-out.
 
 1. start the virtual SO-101 (a gap profile) on a pseudo-terminal;
-2. run the deploy graph in-process — scripted motion (the policy's place, with its future as the
+2. run the deploy graph (its driver in its own process) — scripted motion (the policy's place, with its future as the
    action chunk) → GapONet compensator → safety filter → driver (real ``scservo_sdk`` over the pty) —
    printing live joint states; every motion is recorded as its own rosbag2 (MCAP) episode;
 3. replay the recorded commands in the built-in MuJoCo simulator, pair real and sim, and write the

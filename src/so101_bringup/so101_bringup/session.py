@@ -2,7 +2,7 @@
 ``so101 run-motion`` share.
 
 A session starts the virtual SO-101 in its own process (or uses the real arm's port), runs the deploy
-graph in-process — motion player (the policy's place, its future as the action chunk) → GapONet
+graph — its driver in a process of its own, as a launch runs it, the other nodes in this one — motion player (the policy's place, its future as the action chunk) → GapONet
 compensator (optional) → safety filter → driver → recorder — and plays motions one after the other,
 each recorded as its own rosbag2 (MCAP) episode named after the motion.
 
@@ -42,7 +42,9 @@ from so101_bringup.motions import load_motion
 from so101_common.servo_faults import format_fault, read_servo_fault
 from so101_testing import wait_for
 
-__all__ = ["DeployMonitor", "run_session"]
+__all__ = ["DeployMonitor", "run_session", "DRIVER"]
+
+DRIVER = "DriverNode"  # the deploy graph's driver, by its key in the composition
 
 class DeployMonitor:
     """The subscriptions feeding an :class:`~so101_bringup.arm_watch.ArmWatch` (``watch``) on ``node``'s clock:
@@ -85,16 +87,17 @@ def run_session(label: str, opts: GraphOptions, motions: Sequence[MotionSpec], p
         opts = replace(opts, port=str(link), calibration_file=str(calibration), configure_servos=True)
     recorded: dict[str, RecordedMotion] = {}
     try:
-        with ComposedGraph(deploy_graph(replace(opts, motion=motions[0].source))) as graph:
+        # the driver in its own process, as a launch runs it: its bus cycle does not wait on the other nodes' callbacks
+        with ComposedGraph(deploy_graph(replace(opts, motion=motions[0].source)), own_process={DRIVER}) as graph:
             player = graph.nodes["MotionPlayerNode"]
             assert isinstance(player, MotionPlayerNode)
             monitor = DeployMonitor(player)
             recorder = graph.nodes["RecorderNode"]
-            driver_rate_hz = float(graph.nodes["DriverNode"].params.rate_hz)
+            driver_rate_hz = float(graph.parameter(DRIVER, "rate_hz"))
             for spec in motions:
                 motion = load_motion(spec.source, duration=spec.seconds)
                 player.set_motion(motion)
-                recorded[spec.name] = _record_motion(spec.name, motion.duration, player, monitor, recorder,
+                recorded[spec.name] = _record_motion(spec.name, motion.duration, player, monitor, recorder, graph,
                                                      Path(opts.bag_root), print_period, driver_rate_hz)
                 if recorded[spec.name].faults:
                     raise ServoFaultStop(spec.name, recorded[spec.name].faults, recorded)
@@ -105,13 +108,16 @@ def run_session(label: str, opts: GraphOptions, motions: Sequence[MotionSpec], p
 
 
 def _record_motion(name: str, duration: float, player: MotionPlayerNode, monitor: DeployMonitor, recorder: Any,
-                   bag_root: Path, print_period: float, driver_rate_hz: float) -> RecordedMotion:
+                   graph: ComposedGraph, bag_root: Path, print_period: float, driver_rate_hz: float) -> RecordedMotion:
     # The arm first moves to the motion's start pose (the player holds it) and comes to rest there, and the
     # recorder discovers every topic; the episode then starts at rest, as a policy rollout would.
     topics = {"/joint_states", "/joint_command", "/policy/joint_command"}
     watch = monitor.watch
-    if not wait_for(lambda: (watch.settled(monitor.now()) and topics <= set(recorder.subscribed)) or watch.faults.active,
-                    timeout=60.0):
+    def ready() -> bool:
+        graph.raise_for_children()  # a driver that could not start says why, at once
+        return (watch.settled(monitor.now()) and topics <= set(recorder.subscribed)) or watch.faults.active
+
+    if not wait_for(ready, timeout=60.0):
         raise RuntimeError(f"not ready to record {name}: arm at {watch.measured} for {watch.commanded}, "
                            f"recorder subscribed to {sorted(recorder.subscribed)}")
     recorder.recorder.config.update({"task": name})
@@ -130,6 +136,7 @@ def _record_motion(name: str, duration: float, player: MotionPlayerNode, monitor
         if time.monotonic() >= end:
             break
         next_line += print_period
+        graph.raise_for_children()
         print(table_row(time.monotonic() - start, watch.measured, watch.commanded), flush=True)
     stopped = monitor.now()
     state_rate_hz = watch.states / max(stopped - started, 1e-9)

@@ -196,12 +196,18 @@ class ComposedGraph:
                 return values[name]
         raise KeyError(f"{key} gets no {name!r} from the graph")
 
+    def child_exited(self) -> bool:
+        """Whether a node run in its own process has exited."""
+        return any(child.poll() is not None for child in self.children.values())
+
     def raise_for_children(self) -> None:
         """:class:`~so101_bringup.children.ChildProcessFailed` with its message if a child node has exited."""
         for key, child in self.children.items():
             if child.poll() is not None:
                 self._child_readers[key].join(timeout=5.0)  # its last lines: the output ends when it has exited
-                raise_for_child(f"node {key}", child.returncode, "".join(self._child_output[key]))
+                # killed by a signal, its last line is whatever it was logging: the exit status says more
+                output = "".join(self._child_output[key]) if child.returncode > 0 else ""
+                raise_for_child(f"node {key}", child.returncode, output)
 
     def start(self) -> ComposedGraph:
         self._threads.clear()

@@ -2,9 +2,11 @@
 ``so101 run-motion`` share.
 
 A session starts the virtual SO-101 in its own process (or uses the real arm's port), runs the deploy
-graph — its driver in a process of its own, as a launch runs it, the other nodes in this one — motion player (the policy's place, its future as the action chunk) → GapONet
-compensator (optional) → safety filter → driver → recorder — and plays motions one after the other,
-each recorded as its own rosbag2 (MCAP) episode named after the motion.
+graph — motion player (the policy's place, its future as the action chunk) → GapONet compensator
+(optional) → safety filter → driver → recorder; the driver in a process of its own, as a launch runs it,
+the other nodes in this one — and plays motions one after the other, each recorded as its own rosbag2
+(MCAP) episode named after the motion. A driver that exits (its port gone, a bad parameter) ends the
+session with its own error line, after the episode under way is closed and kept.
 
 Faults are not gaps: when a servo reports a fault on ``/diagnostics`` (``so101_common.servo_faults``)
 the motion stops at once — the player holds the arm where it measured it, so no joint is pushed further
@@ -45,6 +47,7 @@ from so101_testing import wait_for
 __all__ = ["DeployMonitor", "run_session", "DRIVER"]
 
 DRIVER = "DriverNode"  # the deploy graph's driver, by its key in the composition
+
 
 class DeployMonitor:
     """The subscriptions feeding an :class:`~so101_bringup.arm_watch.ArmWatch` (``watch``) on ``node``'s clock:
@@ -113,6 +116,7 @@ def _record_motion(name: str, duration: float, player: MotionPlayerNode, monitor
     # recorder discovers every topic; the episode then starts at rest, as a policy rollout would.
     topics = {"/joint_states", "/joint_command", "/policy/joint_command"}
     watch = monitor.watch
+
     def ready() -> bool:
         graph.raise_for_children()  # a driver that could not start says why, at once
         return (watch.settled(monitor.now()) and topics <= set(recorder.subscribed)) or watch.faults.active
@@ -132,11 +136,11 @@ def _record_motion(name: str, duration: float, player: MotionPlayerNode, monitor
     print(table_header())
     start = time.monotonic()
     end, next_line = start + duration + 1.0, start + print_period
-    while not wait_for(lambda: watch.faults.active, timeout=max(min(next_line, end) - time.monotonic(), 0.0)):
+    while not wait_for(lambda: watch.faults.active or graph.child_exited(),
+                       timeout=max(min(next_line, end) - time.monotonic(), 0.0)):
         if time.monotonic() >= end:
             break
         next_line += print_period
-        graph.raise_for_children()
         print(table_row(time.monotonic() - start, watch.measured, watch.commanded), flush=True)
     stopped = monitor.now()
     state_rate_hz = watch.states / max(stopped - started, 1e-9)
@@ -150,6 +154,7 @@ def _record_motion(name: str, duration: float, player: MotionPlayerNode, monitor
     ok, message = recorder.stop_episode()
     if not ok:
         raise RuntimeError(f"recorder did not stop cleanly: {message}")
+    graph.raise_for_children()  # the episode is kept; the driver's own error ends the session
     print(rate_line(message, state_rate_hz, driver_rate_hz))
     return RecordedMotion(new_bag(bag_root, before, name), started, stopped, state_rate_hz, tuple(faults))
 

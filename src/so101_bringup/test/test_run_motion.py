@@ -68,3 +68,47 @@ def test_a_servo_fault_stops_the_demo_before_anything_is_trained_on_it(tmp_path:
     assert "training a GapONet" not in result.stdout and not (out / "excitation").exists()
     (bag,) = [p for p in (out / "uncompensated" / "bags").iterdir() if p.is_dir()]
     assert load_episode(bag).faults  # kept, with the fault
+
+
+def _child_with(parent: int, module: str) -> int:
+    """The pid of ``parent``'s child process running ``python -m module``."""
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+            ppid = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue  # gone meanwhile
+        if ppid == parent and module.encode() in argv:
+            return int(proc.name)
+    raise AssertionError(f"no child of {parent} runs {module}")
+
+
+def test_a_driver_that_dies_mid_motion_ends_run_motion_with_its_exit_and_keeps_the_episode(tmp_path: Path) -> None:
+    """run-motion runs the driver in its own process: when it dies, the episode under way is closed and kept,
+    and run-motion ends non-zero naming the driver's exit, instead of recording a silent arm to the end."""
+    import os
+    import signal
+
+    from so101_testing import wait_for
+
+    out = tmp_path / "out"
+    process = subprocess.Popen([sys.executable, "-m", "so101_bringup.cli", "run-motion", "--motion", "wave", "--duration",
+                                "30", "--print-period", "1", "--out", str(out)],
+                               env=private_ros_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        bags = out / "bags"
+        assert wait_for(lambda: bags.is_dir() and any(p.is_dir() for p in bags.iterdir()), timeout=120), "no episode started"
+        os.kill(_child_with(process.pid, "so101_driver.driver_node"), signal.SIGKILL)
+        _, stderr = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == 1, stderr[-3000:]
+    assert "node DriverNode: exit status -9" in stderr
+    (bag,) = [p for p in bags.iterdir() if p.is_dir()]
+    episode = load_episode(bag)
+    assert episode is not None and episode.status == "complete" and episode.stop_time_ns is not None
+    assert (episode.stop_time_ns - episode.start_time_ns) * 1e-9 < 25.0  # ended when the driver did, not at the motion's end

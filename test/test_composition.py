@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import runpy
 from collections.abc import Iterator
+from pathlib import Path
 
 import fake_launch
 import pytest
@@ -116,7 +117,7 @@ def test_composed_graph_stops_cleanly(uncompensated: tuple[ComposedGraph, deploy
     assert driver.returncode == 0  # shut down by its Ctrl-C, not killed
 
 
-def test_a_node_in_its_own_process_that_cannot_start_says_why(tmp_path) -> None:
+def test_a_node_in_its_own_process_that_cannot_start_says_why(tmp_path: Path) -> None:
     from so101_bringup.children import ChildProcessFailed
 
     specs = deploy_graph(GraphOptions(port=str(tmp_path / "no_such_port"), compensation=False, autostart_motion=False))
@@ -129,3 +130,40 @@ def test_a_node_in_its_own_process_that_cannot_start_says_why(tmp_path) -> None:
             graph.raise_for_children()
     finally:
         graph.stop()
+
+
+def test_a_node_in_its_own_process_stops_when_its_parent_is_killed(tmp_path: Path) -> None:
+    """A driver must not outlive a killed demo: it would hold the arm's port and its last command."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    arm, link, calibration = deploy.start_virtual_arm(tmp_path)
+    parent = None
+    try:
+        script = ("import sys\n"
+                  "from so101_bringup.composition import ComposedGraph, GraphOptions, robot_graph\n"
+                  f"graph = ComposedGraph(robot_graph(GraphOptions(port={str(link)!r}, calibration_file={str(calibration)!r})),\n"
+                  "                      own_process={'DriverNode'}).start()\n"
+                  "print(graph.children['DriverNode'].pid, flush=True)\n"
+                  "sys.stdin.read()\n")
+        parent = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  stderr=subprocess.DEVNULL, text=True)
+        assert parent.stdout is not None
+        driver = int(parent.stdout.readline())
+
+        def running(pid: int) -> bool:
+            try:
+                return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+            except OSError:
+                return False
+
+        assert running(driver)
+        os.kill(parent.pid, signal.SIGKILL)
+        parent.wait()
+        assert deploy.wait_for(lambda: not running(driver), timeout=deploy.STARTUP_TIMEOUT), "the driver outlived its parent"
+    finally:
+        if parent is not None and parent.poll() is None:
+            parent.kill()
+        arm.stop()

@@ -11,6 +11,7 @@ from the graph's point of view.
 
 from __future__ import annotations
 
+import ctypes
 import importlib
 import signal
 import subprocess
@@ -32,6 +33,10 @@ from rclpy.parameter import Parameter
 from so101_bringup.children import raise_for_child
 from so101_bringup.graphs import DEPLOY, PACKAGE, ROBOT, TELEOP, Graph, ResolvedNode, resolve
 from so101_bringup.share import config_dir, package_share, share_dir
+
+_PR_SET_PDEATHSIG = 1  # <sys/prctl.h>
+# loaded before any fork: the child only calls it
+_LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
 
 __all__ = ["NodeSpec", "GraphOptions", "graph_nodes", "robot_graph", "teleop_graph", "deploy_graph", "ComposedGraph"]
 
@@ -87,6 +92,15 @@ class GraphOptions:
             text["gaponet_model"] = self.gaponet_model
         declared = {a.name for a in graph.args}
         return {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in text.items() if k in declared}
+
+
+def _stop_with_parent() -> None:
+    """In a child node, between fork and exec: Ctrl-C when this process dies, however it dies (Linux).
+
+    A driver left running by a killed parent would hold the arm's port and its last command, torque on; a
+    Ctrl-C from the terminal reaches both anyway, a ``kill -9`` of the parent only this way."""
+    if _LIBC is not None:
+        _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGINT)
 
 
 def _forward(child: subprocess.Popen[str], lines: deque[str]) -> None:
@@ -175,7 +189,7 @@ class ComposedGraph:
             overrides.write_text(yaml.safe_dump({"/**": {"ros__parameters": dict(spec.overrides)}}))
             args += ["--params-file", str(overrides)]
         child = subprocess.Popen([sys.executable, "-m", spec.factory.split(":")[0], *args], text=True, bufsize=1,
-                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, preexec_fn=_stop_with_parent)
         self.children[spec.key] = child
         lines: deque[str] = deque(maxlen=100)
         self._child_output[spec.key] = lines

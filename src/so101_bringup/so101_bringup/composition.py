@@ -98,7 +98,8 @@ def _stop_with_parent() -> None:
     """In a child node, between fork and exec: Ctrl-C when this process dies, however it dies (Linux).
 
     A driver left running by a killed parent would hold the arm's port and its last command, torque on; a
-    Ctrl-C from the terminal reaches both anyway, a ``kill -9`` of the parent only this way."""
+    Ctrl-C from the terminal reaches both anyway, a ``kill -9`` of the parent only this way. Linux sends it
+    when the *thread* that started the child ends: start a graph from a thread that outlives it (the main one)."""
     if _LIBC is not None:
         _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGINT)
 

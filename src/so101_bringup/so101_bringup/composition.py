@@ -11,32 +11,22 @@ from the graph's point of view.
 
 from __future__ import annotations
 
-import ctypes
 import importlib
-import signal
 import subprocess
-import sys
-import tempfile
 import threading
-from collections import deque
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import rclpy
-import yaml
 from rclpy.context import Context
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.parameter import Parameter
 
-from so101_bringup.children import raise_for_child
 from so101_bringup.graphs import DEPLOY, PACKAGE, ROBOT, TELEOP, Graph, ResolvedNode, resolve
+from so101_bringup.node_processes import NodeProcesses, parameter_value
 from so101_bringup.share import config_dir, package_share, share_dir
-
-_PR_SET_PDEATHSIG = 1  # <sys/prctl.h>
-# loaded before any fork: the child only calls it
-_LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
 
 __all__ = ["NodeSpec", "GraphOptions", "graph_nodes", "robot_graph", "teleop_graph", "deploy_graph", "ComposedGraph"]
 
@@ -94,24 +84,6 @@ class GraphOptions:
         return {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in text.items() if k in declared}
 
 
-def _stop_with_parent() -> None:
-    """In a child node, between fork and exec: Ctrl-C when this process dies, however it dies (Linux).
-
-    A driver left running by a killed parent would hold the arm's port and its last command, torque on; a
-    Ctrl-C from the terminal reaches both anyway, a ``kill -9`` of the parent only this way. Linux sends it
-    when the *thread* that started the child ends: start a graph from a thread that outlives it (the main one)."""
-    if _LIBC is not None:
-        _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGINT)
-
-
-def _forward(child: subprocess.Popen[str], lines: deque[str]) -> None:
-    """Copy a child node's output to this console line by line, keeping its last lines."""
-    assert child.stdout is not None
-    for line in child.stdout:
-        lines.append(line)
-        sys.stderr.write(line)
-
-
 def _share(package: str) -> str:
     return str(share_dir()) if package == PACKAGE else package_share(package)
 
@@ -160,10 +132,7 @@ class ComposedGraph:
         self.own_process = frozenset(own_process)
         self.context = Context()
         self.nodes: dict[str, Any] = {}  # by key; callers use each node class's own methods (services, helpers)
-        self.children: dict[str, subprocess.Popen[str]] = {}  # by key: the nodes in their own process
-        self._child_output: dict[str, deque[str]] = {}  # by key: each child's last lines (its error, if it fails)
-        self._child_readers: dict[str, threading.Thread] = {}
-        self._child_files: tempfile.TemporaryDirectory[str] | None = None
+        self._processes = NodeProcesses()
         self._executors: list[SingleThreadedExecutor] = []
         self._threads: list[threading.Thread] = []
 
@@ -179,50 +148,23 @@ class ComposedGraph:
             args += ["-r", f"{source}:={target}"]
         return args
 
-    def _start_child(self, spec: NodeSpec) -> None:
-        """``spec``'s node in its own process; its overrides go in a parameter file after the node's own."""
-        if self._child_files is None:
-            self._child_files = tempfile.TemporaryDirectory(prefix="so101_nodes_")
-        folder = Path(self._child_files.name)
-        args = self._cli_args(spec)
-        if spec.overrides:
-            overrides = folder / f"{spec.key}.yaml"
-            overrides.write_text(yaml.safe_dump({"/**": {"ros__parameters": dict(spec.overrides)}}))
-            args += ["--params-file", str(overrides)]
-        child = subprocess.Popen([sys.executable, "-m", spec.factory.split(":")[0], *args], text=True, bufsize=1,
-                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, preexec_fn=_stop_with_parent)
-        self.children[spec.key] = child
-        lines: deque[str] = deque(maxlen=100)
-        self._child_output[spec.key] = lines
-        reader = threading.Thread(target=_forward, args=(child, lines), name=f"so101-{spec.key}-output", daemon=True)
-        self._child_readers[spec.key] = reader
-        reader.start()
+    @property
+    def children(self) -> dict[str, subprocess.Popen[str]]:
+        """The nodes in their own process, by key."""
+        return self._processes.children
 
     def parameter(self, key: str, name: str) -> Any:
-        """Node ``key``'s parameter ``name`` as the graph sets it: its override, else its parameter file's
-        (``/**`` section), else ``KeyError`` (the node's own default applies; ask the node)."""
+        """Node ``key``'s parameter ``name`` as the graph sets it (:func:`~so101_bringup.node_processes.parameter_value`)."""
         spec = next(s for s in self.specs if s.key == key)
-        if name in spec.overrides:
-            return spec.overrides[name]
-        if spec.params_file:
-            data = yaml.safe_load((self.config_dir / spec.params_file).read_text()) or {}
-            values = data.get("/**", {}).get("ros__parameters", {})
-            if name in values:
-                return values[name]
-        raise KeyError(f"{key} gets no {name!r} from the graph")
+        return parameter_value(spec.overrides, self.config_dir / spec.params_file if spec.params_file else None, name)
 
     def child_exited(self) -> bool:
         """Whether a node run in its own process has exited."""
-        return any(child.poll() is not None for child in self.children.values())
+        return self._processes.exited()
 
     def raise_for_children(self) -> None:
         """:class:`~so101_bringup.children.ChildProcessFailed` with its message if a child node has exited."""
-        for key, child in self.children.items():
-            if child.poll() is not None:
-                self._child_readers[key].join(timeout=5.0)  # its last lines: the output ends when it has exited
-                # killed by a signal, its last line is whatever it was logging: the exit status says more
-                output = "".join(self._child_output[key]) if child.returncode > 0 else ""
-                raise_for_child(f"node {key}", child.returncode, output)
+        self._processes.raise_for_exited()
 
     def start(self) -> ComposedGraph:
         self._threads.clear()
@@ -230,7 +172,7 @@ class ComposedGraph:
         try:
             for spec in self.specs:
                 if spec.key in self.own_process:
-                    self._start_child(spec)
+                    self._processes.start(spec.key, spec.factory.split(":")[0], self._cli_args(spec), spec.overrides)
                     continue
                 module_name, class_name = spec.factory.split(":")
                 node_class = getattr(importlib.import_module(module_name), class_name)
@@ -254,7 +196,7 @@ class ComposedGraph:
     @property
     def running(self) -> bool:
         """Whether any node's executor thread, or child process, is still running."""
-        return any(thread.is_alive() for thread in self._threads) or any(c.poll() is None for c in self.children.values())
+        return any(thread.is_alive() for thread in self._threads) or self._processes.running
 
     def _spin(self, executor: SingleThreadedExecutor) -> None:
         try:
@@ -264,23 +206,7 @@ class ComposedGraph:
                 raise
 
     def stop(self) -> None:
-        for child in self.children.values():  # Ctrl-C, as a launch stops its nodes: they shut down cleanly
-            if child.poll() is None:
-                child.send_signal(signal.SIGINT)
-        for child in self.children.values():
-            try:
-                child.wait(timeout=10.0)
-            except subprocess.TimeoutExpired:
-                child.kill()
-                child.wait()
-        for reader in self._child_readers.values():
-            reader.join(timeout=5.0)
-        self.children.clear()
-        self._child_output.clear()
-        self._child_readers.clear()
-        if self._child_files is not None:
-            self._child_files.cleanup()
-            self._child_files = None
+        self._processes.stop()
         # Order matters: the executor thread must be gone before nodes are destroyed, or callbacks
         # still queued on it touch destroyed entities.
         for executor in self._executors:

@@ -1,0 +1,126 @@
+"""Nodes run as child processes, as a launch file runs them (no rclpy): what ``ComposedGraph(own_process=...)`` uses.
+
+Each node runs as ``python -m <module> --ros-args ...`` with its overrides in a parameter file after its
+own; its output goes to this process's console line by line (a launch's ``output='screen'``) and its last
+lines are kept for the one-line error of a child that exits (:mod:`so101_bringup.children`). A child gets
+Ctrl-C when this process dies, however it dies (Linux), so no driver outlives a killed demo.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+from collections import deque
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from so101_bringup.children import raise_for_child
+
+__all__ = ["NodeProcesses", "parameter_value"]
+
+_PR_SET_PDEATHSIG = 1  # <sys/prctl.h>
+# loaded before any fork: the child only calls it
+_LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
+
+
+def parameter_value(overrides: Mapping[str, Any], params_file: Path | None, name: str) -> Any:
+    """Parameter ``name`` as a node is given it: its override, else its parameter file's (``/**`` section),
+    else ``KeyError`` (the node's own default applies; ask the node)."""
+    if name in overrides:
+        return overrides[name]
+    if params_file is not None:
+        data = yaml.safe_load(params_file.read_text()) or {}
+        values = data.get("/**", {}).get("ros__parameters", {})
+        if name in values:
+            return values[name]
+    raise KeyError(f"no {name!r} in the overrides or {params_file}")
+
+
+class NodeProcesses:
+    """Child-process nodes by key: :meth:`start` each, :meth:`raise_for_exited` while they should run, :meth:`stop`."""
+
+    def __init__(self) -> None:
+        self.children: dict[str, subprocess.Popen[str]] = {}
+        self._output: dict[str, deque[str]] = {}  # by key: each child's last lines (its error, if it fails)
+        self._readers: dict[str, threading.Thread] = {}
+        self._files: tempfile.TemporaryDirectory[str] | None = None  # the overrides' parameter files
+
+    def start(self, key: str, module: str, ros_args: Sequence[str], overrides: Mapping[str, Any]) -> None:
+        """``python -m module`` with ``ros_args`` (from ``--ros-args``) and then ``overrides`` as a parameter file."""
+        if self._files is None:
+            self._files = tempfile.TemporaryDirectory(prefix="so101_nodes_")
+        args = list(ros_args)
+        if overrides:
+            path = Path(self._files.name) / f"{key}.yaml"
+            path.write_text(yaml.safe_dump({"/**": {"ros__parameters": dict(overrides)}}))
+            args += ["--params-file", str(path)]
+        child = subprocess.Popen([sys.executable, "-m", module, *args], text=True, bufsize=1,
+                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, preexec_fn=_stop_with_parent)
+        self.children[key] = child
+        lines: deque[str] = deque(maxlen=100)
+        self._output[key] = lines
+        reader = threading.Thread(target=_forward, args=(child, lines), name=f"so101-{key}-output", daemon=True)
+        self._readers[key] = reader
+        reader.start()
+
+    @property
+    def running(self) -> bool:
+        return any(child.poll() is None for child in self.children.values())
+
+    def exited(self) -> bool:
+        """Whether a child has exited."""
+        return any(child.poll() is not None for child in self.children.values())
+
+    def raise_for_exited(self) -> None:
+        """:class:`~so101_bringup.children.ChildProcessFailed` with its message if a child has exited."""
+        for key, child in self.children.items():
+            if child.poll() is not None:
+                self._readers[key].join(timeout=5.0)  # its last lines: the output ends when it has exited
+                # killed by a signal, its last line is whatever it was logging: the exit status says more
+                output = "".join(self._output[key]) if child.returncode > 0 else ""
+                raise_for_child(f"node {key}", child.returncode, output)
+
+    def stop(self) -> None:
+        """Ctrl-C to each child, as a launch stops its nodes (they shut down cleanly); killed after 10 s."""
+        for child in self.children.values():
+            if child.poll() is None:
+                child.send_signal(signal.SIGINT)
+        for child in self.children.values():
+            try:
+                child.wait(timeout=10.0)
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.wait()
+        for reader in self._readers.values():
+            reader.join(timeout=5.0)
+        self.children.clear()
+        self._output.clear()
+        self._readers.clear()
+        if self._files is not None:
+            self._files.cleanup()
+            self._files = None
+
+
+def _stop_with_parent() -> None:
+    """In a child node, between fork and exec: Ctrl-C when this process dies, however it dies (Linux).
+
+    A driver left running by a killed parent would hold the arm's port and its last command, torque on; a
+    Ctrl-C from the terminal reaches both anyway, a ``kill -9`` of the parent only this way. Linux sends it
+    when the *thread* that started the child ends: start children from a thread that outlives them (the main one)."""
+    if _LIBC is not None:
+        _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGINT)
+
+
+def _forward(child: subprocess.Popen[str], lines: deque[str]) -> None:
+    """Copy a child node's output to this console line by line, keeping its last lines."""
+    assert child.stdout is not None
+    for line in child.stdout:
+        lines.append(line)
+        sys.stderr.write(line)

@@ -140,6 +140,7 @@ class Compensator:
         self._bounds = self.delta_bounds.tolist()
         self._gains = self.feedback_gain.tolist()
         self._feedback_on = bool(self.feedback_gain.any())
+        self._step_s = 1.0 / meta.rate_hz if meta is not None else 0.0  # a model step (s)
         self._slew = None if self.delta_slew_limit is None else self.delta_slew_limit.tolist()
         self._previous_command: np.ndarray | None = None  # the policy command of the previous step
         self._rows_in = np.zeros((self.future_steps, joints))  # scratch: the command rows fed to the model
@@ -288,7 +289,7 @@ class Compensator:
         play_width = self.direction_play
         previous: list[float] = [] if self._previous_command is None else self._previous_command.tolist()
         feedback = bool(previous) and self._feedback_on
-        step_s = 1.0 / self.model.metadata.rate_hz if self.model is not None else 0.0
+        step_s = self._step_s
         play, side, slow, integrals = self._play, self._side, self._slow, self._integrals
         fresh, position, velocity = self._fresh.tolist(), self._position.tolist(), self._velocity.tolist()
         shaped = self._delta.tolist()
@@ -302,7 +303,7 @@ class Compensator:
                     play[j], side[j] = target - play_width, 1
                 elif play[j] - target > play_width:  # falling
                     play[j], side[j] = target + play_width, 0
-                if previous and self.model is not None:
+                if previous:  # (this runs only with a model)
                     slow[j] = abs(target - previous[j]) <= play_width and abs(velocity[j]) * step_s <= 2 * play_width
             current = integrals[side[j]][j]
             if feedback:

@@ -96,6 +96,9 @@ class DriverConfig:
     configure_servos: bool = False  # write LeRobot's servo settings at start (configure_lerobot)
     configure_attempts: int = 5  # tries of the whole configuration before the start fails
     write_goals: bool = True  # False for a read-only arm (the leader): cycles only read
+    # a command's goals go out at once (one SYNC_WRITE, no reply) instead of waiting for the next cycle:
+    # 0-10 ms less command-to-servo delay at 100 Hz, with a phase that would change from start to start
+    write_on_command: bool = True
 
 
 @dataclass
@@ -378,7 +381,18 @@ class DriverCore:
                 self.last_rejection = str(err)
                 raise
             self.commands_accepted += 1
+            if self.config.write_on_command:
+                self._write_goals_now()
             return result
+
+    def _write_goals_now(self) -> None:
+        """Every known goal on the bus now; with the port down the cycle that reopens it writes them."""
+        if not self.bus.is_connected or self.bus_error:
+            return
+        try:
+            self._write_goals()
+        except PortError as err:
+            self._port_failed(err)
 
     def _command(self, names: list[str], positions: Sequence[float]) -> CommandResult:
         if len(names) != len(positions):

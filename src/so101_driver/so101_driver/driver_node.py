@@ -158,7 +158,7 @@ class DriverNode(ArmNode):
         p = self.params
         assert isinstance(p, FollowerParameters)
         self._torque_on_start = p.torque_on_start
-        return DriverConfig(write_goals=write_goals, configure_servos=p.configure_servos)
+        return DriverConfig(write_goals=write_goals, configure_servos=p.configure_servos, write_on_command=p.write_on_command)
 
     def start_core(self) -> None:
         self.core.start(torque_on=self._torque_on_start)

@@ -87,6 +87,8 @@ class FollowerParameters(ArmParameters):
                                        "gripper limits), as LeRobot does on every connect: only settings that differ "
                                        "are written (the accelerations are lost at every power-up)")
     torque_on_start: bool = parameter(True, "enable torque at start, holding the arm where it is")
+    write_on_command: bool = parameter(True, "write a command's goals to the servos as it arrives (one SYNC_WRITE); "
+                                       "false: goals wait for the next cycle (0 to 1/rate_hz later)")
 
 
 LEADER_DEFAULTS: Mapping[str, object] = {"port": "/dev/ttyACM1", "robot_id": "so101_leader"}

@@ -170,6 +170,21 @@ def test_port_failure_and_reconnect(bus, cals, tick_clock):
     assert bus.connects == connects + 1
 
 
+def test_a_port_that_fails_at_a_commands_write_is_reported_and_reopened(bus, cals, tick_clock):
+    core = DriverCore(bus, cals, clock=tick_clock, config=DriverConfig(reconnect_interval_s=0.5))
+    core.start()
+    bus.port_broken = True
+    result = core.command(["elbow_flex"], [0.3])  # the command is taken; its write fails with the port
+    assert core.goals()["elbow_flex"] == pytest.approx(result.goals["elbow_flex"])
+    assert "device disconnected" in core.bus_error
+    assert core.diagnostics()[0].level == Level.ERROR
+    bus.port_broken = False
+    tick_clock.t += 1.0
+    assert core.cycle().bus_ok
+    written = bus.writes[-1][cals["elbow_flex"].id]  # the reopened port's first cycle writes the goal
+    assert raw_to_rad("elbow_flex", written, cals["elbow_flex"]) == pytest.approx(0.3, abs=2e-3)
+
+
 def test_status_bits_show_in_diagnostics(core, bus):
     bus.status[2] = 1 << 5  # overload
     core.cycle()

@@ -15,8 +15,9 @@ import pytest
 from so101_common.joints import JOINT_NAMES, JOINTS
 from so101_driver import calibrate_cli
 from so101_driver.bus import FeetechBus
+from so101_driver.calibration import raw_to_rad
 from so101_driver.control_table import Register
-from so101_driver.driver_core import DriverCore
+from so101_driver.driver_core import DriverConfig, DriverCore
 from so101_virtual.robot import VirtualSO101, mechanics_for
 
 pytestmark = pytest.mark.slow
@@ -143,3 +144,24 @@ def test_calibrate_factory_fresh_virtual_arm_measures_its_mechanics():
             assert memory.get(Register.Homing_Offset) == cal.homing_offset
             assert (memory.get(Register.Min_Position_Limit), memory.get(Register.Max_Position_Limit)) == (
                 cal.range_min, cal.range_max)
+
+
+@pytest.mark.parametrize("write_on_command", [True, False], ids=["at-once", "at-the-next-cycle"])
+def test_a_command_reaches_the_servo_when_configured(write_on_command):
+    """By default a command's goals go out as it arrives; otherwise they wait for the cycle's write."""
+    with VirtualSO101("ideal", "follower") as robot, FeetechBus(robot.open_pty(), timeout_ms=50) as bus:
+        calibration = robot.calibration()
+        core = DriverCore(bus, calibration, config=DriverConfig(write_on_command=write_on_command))
+        core.start(torque_on=True)
+        core.cycle()
+        servo_id = calibration["elbow_flex"].id
+
+        def goal_rad() -> float:  # read back from the servo: the read's reply comes after the write was taken
+            return raw_to_rad("elbow_flex", bus.read(Register.Goal_Position, servo_id), calibration["elbow_flex"])
+
+        held = goal_rad()
+        core.command(["elbow_flex"], [held - 0.3])
+        assert goal_rad() == pytest.approx(held - 0.3 if write_on_command else held, abs=STEP_RAD)
+        core.cycle()
+        assert goal_rad() == pytest.approx(held - 0.3, abs=STEP_RAD)
+        core.stop()

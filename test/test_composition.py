@@ -19,8 +19,9 @@ import pytest
 import test_deploy_chain as deploy
 from test_launch_files import ROOT, _share
 
-from so101_bringup.composition import ComposedGraph, GraphOptions, deploy_graph, teleop_graph
+from so101_bringup.composition import ComposedGraph
 from so101_bringup.graphs import DEPLOY, TELEOP
+from so101_bringup.node_specs import GraphOptions, deploy_graph, teleop_graph
 
 FACTORY_PACKAGES = {"so101_driver", "so101_safety", "so101_gaponet", "so101_policy", "so101_recorder", "so101_bringup"}
 
@@ -143,7 +144,8 @@ def test_a_node_in_its_own_process_stops_when_its_parent_is_killed(tmp_path: Pat
     parent = None
     try:
         script = ("import sys\n"
-                  "from so101_bringup.composition import ComposedGraph, GraphOptions, robot_graph\n"
+                  "from so101_bringup.composition import ComposedGraph\n"
+                  "from so101_bringup.node_specs import GraphOptions, robot_graph\n"
                   f"graph = ComposedGraph(robot_graph(GraphOptions(port={str(link)!r}, calibration_file={str(calibration)!r})),\n"
                   "                      own_process={'DriverNode'}).start()\n"
                   "print(graph.children['DriverNode'].pid, flush=True)\n"

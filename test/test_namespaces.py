@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 import test_deploy_chain as deploy
 
-from so101_bringup.composition import ComposedGraph, GraphOptions, deploy_graph
+from so101_bringup.composition import ComposedGraph
+from so101_bringup.node_specs import GraphOptions, deploy_graph
 from so101_testing import wait_for
 
 pytestmark = pytest.mark.slow

@@ -18,7 +18,8 @@ from rclpy.context import Context
 from rclpy.executors import SingleThreadedExecutor
 from sensor_msgs.msg import JointState
 
-from so101_bringup.composition import ComposedGraph, GraphOptions, teleop_graph
+from so101_bringup.composition import ComposedGraph
+from so101_bringup.node_specs import GraphOptions, teleop_graph
 from so101_common.joints import JOINT_NAMES, reorder
 from so101_testing import NodeProcess, wait_for
 

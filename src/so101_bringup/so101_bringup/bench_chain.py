@@ -25,7 +25,8 @@ from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from sensor_msgs.msg import JointState
 
-from so101_bringup.composition import ComposedGraph, GraphOptions, NodeSpec, deploy_graph
+from so101_bringup.composition import ComposedGraph
+from so101_bringup.node_specs import GraphOptions, NodeSpec, deploy_graph
 from so101_common.bench import BenchResult, percentile
 from so101_common.joints import JOINT_NAMES
 from so101_testing import apply_private_ros_env, wait_for

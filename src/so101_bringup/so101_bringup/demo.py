@@ -27,9 +27,9 @@ from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 
-from so101_bringup.composition import GraphOptions
 from so101_bringup.motion_runs import SHORT_NAMES, MotionSpec
 from so101_bringup.motions import EXCITATION_PREFIX
+from so101_bringup.node_specs import GraphOptions
 from so101_bringup.session import run_session
 from so101_bringup.share import config_dir
 from so101_common.joints import JOINT_NAMES

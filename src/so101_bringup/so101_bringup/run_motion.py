@@ -19,8 +19,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from so101_bringup.composition import GraphOptions
 from so101_bringup.motion_runs import MotionSpec, RecordedMotion, ServoFaultStop
+from so101_bringup.node_specs import GraphOptions
 from so101_bringup.session import run_session
 from so101_testing import apply_private_ros_env
 

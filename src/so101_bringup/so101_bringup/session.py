@@ -27,7 +27,7 @@ from rclpy.node import Node
 from sensor_msgs.msg import JointState
 
 from so101_bringup.arm_watch import ArmWatch
-from so101_bringup.composition import ComposedGraph, GraphOptions, deploy_graph
+from so101_bringup.composition import ComposedGraph
 from so101_bringup.motion_player_node import MotionPlayerNode
 from so101_bringup.motion_runs import (
     MotionSpec,
@@ -41,6 +41,7 @@ from so101_bringup.motion_runs import (
     table_row,
 )
 from so101_bringup.motions import load_motion
+from so101_bringup.node_specs import GraphOptions, deploy_graph
 from so101_common.servo_faults import format_fault, read_servo_fault
 from so101_testing import wait_for
 

@@ -1,0 +1,118 @@
+"""The nodes of a graph for a set of launch arguments, as data (no rclpy).
+
+:func:`graph_nodes` resolves a graph of :mod:`so101_bringup.graphs` (the same data the launch files
+describe) to :class:`NodeSpec` entries, and :class:`GraphOptions` is a typed way to give the graphs'
+launch arguments. A spec also says how ROS is told about it (:meth:`NodeSpec.ros_args`) and what a
+parameter of it is set to (:meth:`NodeSpec.parameter`); :class:`so101_bringup.composition.ComposedGraph`
+starts the nodes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from so101_bringup.graphs import DEPLOY, PACKAGE, ROBOT, TELEOP, Graph, ResolvedNode, resolve
+from so101_bringup.node_processes import parameter_value
+from so101_bringup.share import package_share, share_dir
+
+__all__ = ["NodeSpec", "GraphOptions", "graph_nodes", "robot_graph", "teleop_graph", "deploy_graph"]
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    factory: str  # "module:Class" of an rclpy Node subclass accepting **kwargs
+    params_file: str | None = None  # path of a ROS parameter file (or a name under config/)
+    overrides: Mapping[str, object] = field(default_factory=dict)  # parameters over the YAML file
+    remaps: Mapping[str, str] = field(default_factory=dict)  # topic remappings, from → to
+    name: str | None = None  # node name (None: the class's own)
+
+    @property
+    def key(self) -> str:
+        """The node's key in ``ComposedGraph.nodes``: its renamed node name, else its class name."""
+        return self.remaps.get("__node", self.factory.rsplit(":", 1)[1])
+
+    def ros_args(self, config_dir: Path, namespace: str = "") -> list[str]:
+        """The node's ``--ros-args``: its parameter file (a name under ``config_dir``), name, namespace, remappings."""
+        args = ["--ros-args"]
+        if self.params_file:
+            args += ["--params-file", str(config_dir / self.params_file)]  # an absolute path stays as it is
+        if self.name:
+            args += ["-r", f"__node:={self.name}"]
+        if namespace:
+            args += ["-r", f"__ns:={namespace}"]
+        for source, target in self.remaps.items():
+            args += ["-r", f"{source}:={target}"]
+        return args
+
+    def parameter(self, config_dir: Path, name: str) -> Any:
+        """Parameter ``name`` as this spec sets it (:func:`~so101_bringup.node_processes.parameter_value`)."""
+        return parameter_value(self.overrides, config_dir / self.params_file if self.params_file else None, name)
+
+
+@dataclass(frozen=True)
+class GraphOptions:
+    """Typed launch arguments of the teleop and deploy graphs (see ``so101_bringup.graphs`` for each one)."""
+
+    port: str  # follower bus device (the virtual arm's pty when hardware is virtual)
+    calibration_file: str = ""  # '' = the driver's robot_id default path
+    # the driver makes the servos' settings LeRobot's at start (the arm the gap profiles were fitted as; a
+    # real arm loses its accelerations at every power-up, a virtual one boots with factory settings)
+    configure_servos: bool = True
+    leader_port: str = ""  # teleop only
+    leader_calibration_file: str = ""
+    compensation: bool = True  # deploy: GapONet compensator in the chain
+    gaponet_model: str = ""  # '' = the shipped model (share/so101_bringup/models)
+    command_source: str = "motion"  # deploy: "policy" (a trained policy) or "motion" (scripted motion)
+    policy_path: str = ""
+    motion: str = "sweep"
+    motion_duration: float = 0.0  # s, built-in motions only (0 = the motion's default)
+    autostart_motion: bool = True  # False: the motion waits for ~/start (or restart() in-process)
+    hold_start_pose: bool = False  # while waiting, command the motion's first pose
+    record: bool = False
+    bag_root: str = "bags"
+    task: str = "demo"
+    gap_profile: str = ""
+
+    def arguments(self, graph: Graph) -> dict[str, str]:
+        """These options as ``graph``'s launch arguments (those it declares)."""
+        text = {"hardware": "real", "port": self.port, "calibration_file": self.calibration_file,
+                "configure_servos": self.configure_servos,
+                "leader_port": self.leader_port, "leader_calibration_file": self.leader_calibration_file,
+                "compensation": self.compensation, "command_source": self.command_source,
+                "policy_path": self.policy_path, "motion": self.motion, "motion_duration": self.motion_duration,
+                "autostart_motion": self.autostart_motion, "hold_start_pose": self.hold_start_pose,
+                "record": self.record, "bag_root": self.bag_root, "task": self.task, "gap_profile": self.gap_profile}
+        if self.gaponet_model:
+            text["gaponet_model"] = self.gaponet_model
+        declared = {a.name for a in graph.args}
+        return {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in text.items() if k in declared}
+
+
+def _share(package: str) -> str:
+    return str(share_dir()) if package == PACKAGE else package_share(package)
+
+
+def graph_nodes(graph: Graph, arguments: Mapping[str, str]) -> list[NodeSpec]:
+    """The in-process nodes of ``graph`` for these launch arguments."""
+    specs = []
+    for node in resolve(graph, arguments, _share, in_process=True):
+        assert isinstance(node, ResolvedNode) and node.factory is not None
+        remaps = dict(node.remaps)
+        specs.append(NodeSpec(node.factory, node.params_file, node.overrides, remaps, node.name))
+    return specs
+
+
+def robot_graph(opts: GraphOptions) -> list[NodeSpec]:
+    """The driver alone (the in-process part of ``robot.launch.py``)."""
+    return graph_nodes(ROBOT, opts.arguments(ROBOT))
+
+
+def teleop_graph(opts: GraphOptions) -> list[NodeSpec]:
+    return graph_nodes(TELEOP, opts.arguments(TELEOP))
+
+
+def deploy_graph(opts: GraphOptions) -> list[NodeSpec]:
+    return graph_nodes(DEPLOY, opts.arguments(DEPLOY))

@@ -60,7 +60,7 @@ class ComposedGraph:
         return self._processes.children
 
     def parameter(self, key: str, name: str) -> Any:
-        """Node ``key``'s parameter ``name`` as the graph sets it (:func:`~so101_bringup.node_processes.parameter_value`)."""
+        """Node ``key``'s parameter ``name`` as the graph sets it (:meth:`~so101_bringup.node_specs.NodeSpec.parameter`)."""
         return next(s for s in self.specs if s.key == key).parameter(self.config_dir, name)
 
     def child_exited(self) -> bool:
@@ -76,14 +76,14 @@ class ComposedGraph:
         rclpy.init(context=self.context)
         try:
             for spec in self.specs:
-                if spec.key in self.own_process:
-                    self._processes.start(spec.key, spec.factory.split(":")[0], spec.ros_args(self.config_dir, self.namespace), spec.overrides)
-                    continue
                 module_name, class_name = spec.factory.split(":")
+                ros_args = spec.ros_args(self.config_dir, self.namespace)
+                if spec.key in self.own_process:
+                    self._processes.start(spec.key, module_name, ros_args, spec.overrides)
+                    continue
                 node_class = getattr(importlib.import_module(module_name), class_name)
                 overrides = [Parameter(name, value=value) for name, value in spec.overrides.items()]
-                self.nodes[spec.key] = node_class(context=self.context, cli_args=spec.ros_args(self.config_dir, self.namespace),
-                                                  parameter_overrides=overrides)
+                self.nodes[spec.key] = node_class(context=self.context, cli_args=ros_args, parameter_overrides=overrides)
         except BaseException:
             self.stop()
             raise

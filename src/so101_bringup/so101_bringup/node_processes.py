@@ -23,24 +23,11 @@ import yaml
 
 from so101_bringup.children import raise_for_child
 
-__all__ = ["NodeProcesses", "parameter_value"]
+__all__ = ["NodeProcesses"]
 
 _PR_SET_PDEATHSIG = 1  # <sys/prctl.h>
 # loaded before any fork: the child only calls it
 _LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
-
-
-def parameter_value(overrides: Mapping[str, Any], params_file: Path | None, name: str) -> Any:
-    """Parameter ``name`` as a node is given it: its override, else its parameter file's (``/**`` section),
-    else ``KeyError`` (the node's own default applies; ask the node)."""
-    if name in overrides:
-        return overrides[name]
-    if params_file is not None:
-        data = yaml.safe_load(params_file.read_text()) or {}
-        values = data.get("/**", {}).get("ros__parameters", {})
-        if name in values:
-            return values[name]
-    raise KeyError(f"no {name!r} in the overrides or {params_file}")
 
 
 class NodeProcesses:

@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from so101_bringup.graphs import DEPLOY, PACKAGE, ROBOT, TELEOP, Graph, ResolvedNode, resolve
-from so101_bringup.node_processes import parameter_value
 from so101_bringup.share import package_share, share_dir
 
 __all__ = ["NodeSpec", "GraphOptions", "graph_nodes", "robot_graph", "teleop_graph", "deploy_graph"]
@@ -48,8 +49,16 @@ class NodeSpec:
         return args
 
     def parameter(self, config_dir: Path, name: str) -> Any:
-        """Parameter ``name`` as this spec sets it (:func:`~so101_bringup.node_processes.parameter_value`)."""
-        return parameter_value(self.overrides, config_dir / self.params_file if self.params_file else None, name)
+        """Parameter ``name`` as the node is given it: its override, else its parameter file's (``/**``
+        section; a name under ``config_dir``), else ``KeyError`` (the node's own default applies; ask the node)."""
+        if name in self.overrides:
+            return self.overrides[name]
+        if self.params_file:
+            data = yaml.safe_load((config_dir / self.params_file).read_text()) or {}
+            values = data.get("/**", {}).get("ros__parameters", {})
+            if name in values:
+                return values[name]
+        raise KeyError(f"no {name!r} in the overrides or {self.params_file}")
 
 
 @dataclass(frozen=True)

@@ -135,10 +135,10 @@ def _logs(processes: list[NodeProcess]) -> str:
 
 def start_virtual_arm(folder: Path) -> tuple[NodeProcess, Path, Path]:
     """``so101 virtual-bus`` (ideal profile) in a child process; returns (process, link, calibration)."""
-    cli = [sys.executable, "-m", "so101_bringup.cli", "virtual-bus"]
+    cli = [sys.executable, "-m", "so101_apps.cli", "virtual-bus"]
     subprocess.run([*cli, "--write-calibration", str(folder)], check=True, capture_output=True, timeout=120)
     link = folder / "so101_follower"
-    arm = NodeProcess("so101_bringup.cli", ["virtual-bus", "--link", str(link), "--profile", PROFILE]).start()
+    arm = NodeProcess("so101_apps.cli", ["virtual-bus", "--link", str(link), "--profile", PROFILE]).start()
     up = wait_for(lambda: link.exists() or not arm.alive(), timeout=STARTUP_TIMEOUT) and arm.alive()
     if not up:
         arm.stop()

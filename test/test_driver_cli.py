@@ -12,13 +12,12 @@ import json
 
 import pytest
 
-from so101_bringup.cli import main as so101_main
+from so101_apps.cli import main as so101_main
 from so101_common.joints import JOINTS
 from so101_driver import calibrate_cli, scan_cli
 from so101_driver.bus import FeetechBus
-from so101_driver.calibration import load_calibration, raw_to_rad
-from so101_driver.control_table import Register
-from so101_driver.errors import CalibrationError
+from so101_feetech.calibration import CalibrationError, load_calibration, raw_to_rad
+from so101_feetech.control_table import Register
 from so101_virtual.bus_server import BusServer, BusTiming
 from so101_virtual.pty_link import PtyLink
 from so101_virtual.servo_memory import ServoMemory

@@ -20,7 +20,7 @@ import fake_launch
 import pytest
 import yaml
 
-from so101_bringup.cli import SUBCOMMANDS
+from so101_apps.cli import SUBCOMMANDS
 from so101_bringup.graphs import GRAPHS, Graph, NodeDecl, ProcessDecl, ResolvedNode, resolve
 from so101_description.paths import package_dir
 

@@ -14,9 +14,9 @@ import yaml
 from rcl_interfaces.msg import ParameterType
 from rclpy.context import Context
 
-from so101_bringup.motions import MotionPlayerParameters
 from so101_common.parameters import ParameterSpec, parameter_specs
 from so101_driver.parameters import ArmParameters, FollowerParameters
+from so101_policy.motions import MotionPlayerParameters
 from so101_policy.parameters import PolicyParameters
 from so101_recorder.parameters import RecorderParameters
 from so101_ros.node_params import descriptor

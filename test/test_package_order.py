@@ -13,9 +13,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src"
 # packages whose code must not need rclpy (and must not name it in package.xml)
-ROS_FREE = ("so101_common", "so101_description")
+ROS_FREE = ("so101_common", "so101_feetech", "so101_description")
 # the umbrella: its CLI table and graphs name every package by string, so it may depend on all
-TOP = "so101_bringup"
+TOP = "so101_apps"
 
 
 def _documented_order() -> list[str]:

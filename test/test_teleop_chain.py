@@ -29,7 +29,7 @@ LAG_ALLOWANCE = 0.5  # s: leader read → safety ramp → driver → servo, gene
 
 def _virtual_bus(folder: Path, role: str) -> tuple[NodeProcess, Path]:
     link = folder / f"so101_{role}"
-    arm = NodeProcess("so101_bringup.cli", ["virtual-bus", "--link", str(link), "--role", role,
+    arm = NodeProcess("so101_apps.cli", ["virtual-bus", "--link", str(link), "--role", role,
                                             "--profile", "ideal"]).start()
     if not (wait_for(lambda: link.exists() or not arm.alive(), timeout=STARTUP_TIMEOUT) and arm.alive()):
         arm.stop()
@@ -73,7 +73,7 @@ class Watcher:
 @pytest.fixture(scope="module")
 def teleop(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Watcher]:
     folder = tmp_path_factory.mktemp("teleop")
-    NodeProcess("so101_bringup.cli", ["virtual-bus", "--write-calibration", str(folder)]).start().process.wait(120)
+    NodeProcess("so101_apps.cli", ["virtual-bus", "--write-calibration", str(folder)]).start().process.wait(120)
     processes: list[NodeProcess] = []
     graph = watcher = None
     try:

@@ -32,14 +32,9 @@ setup(
     ],
     install_requires=["setuptools"],
     zip_safe=False,
-    description="The so101 command line, the SO-101 graphs (launch files and in-process composition), "
-                "their configuration, demo and benchmarks.",
+    description="The SO-101 graphs (launch files and in-process composition) and their installed "
+                "configuration, launch files and models.",
     license="Apache-2.0",
     extras_require={"test": ["pytest"]},
-    entry_points={
-        "console_scripts": [
-            'so101 = so101_bringup.cli:main',
-            'motion_player = so101_bringup.motion_player_node:main'
-        ],
-    },
+    entry_points={"console_scripts": []},
 )

@@ -17,7 +17,8 @@ setup(
     extras_require={"test": ["pytest"]},
     entry_points={
         "console_scripts": [
-            'policy = so101_policy.policy_node:main'
+            'policy = so101_policy.policy_node:main',
+            'motion_player = so101_policy.motion_player_node:main'
         ],
     },
 )

@@ -1,1 +1,1 @@
-"""The so101 command line, the SO-101 graphs (launch files and in-process composition), demo and benchmarks."""
+"""The SO-101 graphs as data, their launch files and in-process composition, and the installed config/, launch/ and models/."""

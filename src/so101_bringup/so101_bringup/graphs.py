@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 
 import yaml
 
+from so101_common import topics
+
 __all__ = ["LaunchArg", "ShareFile", "FileText", "When", "Arg", "NodeDecl", "ProcessDecl", "Graph",
            "ResolvedNode", "ResolvedProcess", "GraphArgumentError", "resolve", "ROBOT", "TELEOP", "DEPLOY",
            "MONITOR", "GRAPHS", "PACKAGE"]
@@ -277,7 +279,7 @@ def _recorder() -> NodeDecl:
 
 def _safety(source: str, when: When | None = None) -> NodeDecl:
     return NodeDecl("so101_safety", "safety_filter", "safety_filter", "so101_safety.safety_node:SafetyNode",
-                    "safety.yaml", remaps=(("input", source), ("output", "joint_command")), when=when)
+                    "safety.yaml", remaps=(("input", source), ("output", topics.JOINT_COMMAND)), when=when)
 
 
 def _leader(hardware: str, calibration: Value) -> NodeDecl:
@@ -299,7 +301,7 @@ TELEOP = Graph(
                  when=_when("hardware", "virtual")),
      _leader("virtual", ShareFile(PACKAGE, "config/calibration/virtual_leader.json")),
      _leader("real", LaunchArg("leader_calibration_file")),
-     _safety("leader/joint_states"),
+     _safety(topics.LEADER_STATES),
      _recorder()))
 
 DEPLOY = Graph(
@@ -319,20 +321,20 @@ DEPLOY = Graph(
     (*_ROBOT_ACTIONS,
      NodeDecl("so101_policy", "policy", "policy", "so101_policy.policy_node:PolicyNode", "policy.yaml",
               {"policy_path": LaunchArg("policy_path")}, when=_when("command_source", "policy")),
-     NodeDecl("so101_bringup", "motion_player", "motion_player", "so101_bringup.motion_player_node:MotionPlayerNode",
+     NodeDecl("so101_policy", "motion_player", "motion_player", "so101_policy.motion_player_node:MotionPlayerNode",
               None, {"motion": LaunchArg("motion"), "duration": LaunchArg("motion_duration"),
                      "autostart": LaunchArg("autostart_motion"), "hold_start_pose": LaunchArg("hold_start_pose")},
-              remaps=(("output", "policy/joint_command"), ("output_chunk", "policy/action_chunk")),
+              remaps=(("output", topics.POLICY_COMMAND), ("output_chunk", topics.POLICY_ACTION_CHUNK)),
               when=_when("command_source", "motion")),
      NodeDecl("so101_gaponet", "compensator", "gaponet_compensator", "so101_gaponet.compensator_node:CompensatorNode",
               "compensator.yaml", {"model_path": LaunchArg("gaponet_model")}, when=_when("compensation", "true")),
-     _safety("gaponet/joint_command", _when("compensation", "true")),
-     _safety("policy/joint_command", _when("compensation", "false")),
+     _safety(topics.COMPENSATED_COMMAND, _when("compensation", "true")),
+     _safety(topics.POLICY_COMMAND, _when("compensation", "false")),
      _recorder()))
 
 MONITOR = Graph(
     "monitor", "Live monitoring in RViz: the measured arm and, as a ghost, the commanded arm",
-    (Arg("command_topic", "/joint_command", "command stage to show as the ghost arm (absolute: the ghost's "
+    (Arg("command_topic", topics.absolute(topics.JOINT_COMMAND), "command stage to show as the ghost arm (absolute: the ghost's "
          "robot_state_publisher runs in the commanded/ namespace)"),
      Arg("use_sim_time", "false", "use /clock", _BOOL)),
     (  # the commanded arm: a second robot_state_publisher under the "commanded/" TF prefix, pinned onto the base
@@ -341,7 +343,7 @@ MONITOR = Graph(
      NodeDecl("robot_state_publisher", "robot_state_publisher", namespace="commanded",
               overrides={"robot_description": FileText(_DESCRIPTION), "frame_prefix": "commanded/",
                          "use_sim_time": LaunchArg("use_sim_time")},
-              remaps=(("joint_states", LaunchArg("command_topic")),)),
+              remaps=((topics.JOINT_STATES, LaunchArg("command_topic")),)),
      NodeDecl("rviz2", "rviz2", arguments=("-d", ShareFile("so101_description", "rviz/so101_monitor.rviz")),
               overrides={"use_sim_time": LaunchArg("use_sim_time")})))
 

@@ -31,6 +31,7 @@ __all__ = [
     "ARM_JOINT_NAMES",
     "GRIPPER",
     "SAGE_JOINT_NAMES",
+    "SHORT_NAMES",
     "STEPS_PER_TURN",
     "LEROBOT_STEPS_PER_TURN",
     "JointSpec",
@@ -68,6 +69,7 @@ class JointSpec:
     max_velocity: float  # rad/s, STS3215 no-load speed at 12 V is ~0.222 s/60° (≈ 4.7 rad/s)
     max_effort: float  # N·m, stall torque at 12 V (≈ 30 kg·cm ≈ 2.94 N·m)
     sage_name: str  # column name in SAGE motion files
+    label: str  # short column label of printed tables
     is_gripper: bool = False
 
     def __post_init__(self) -> None:
@@ -89,17 +91,19 @@ _MAX_VEL = 2 * math.pi / 360 * 60 / 0.222
 _STALL = 2.94
 
 JOINTS: tuple[JointSpec, ...] = (
-    JointSpec("shoulder_pan", 1, -1.91986, 1.91986, _MAX_VEL, _STALL, "Rotation"),
-    JointSpec("shoulder_lift", 2, -1.74533, 1.74533, _MAX_VEL, _STALL, "Pitch"),
-    JointSpec("elbow_flex", 3, -1.69, 1.69, _MAX_VEL, _STALL, "Elbow"),
-    JointSpec("wrist_flex", 4, -1.65806, 1.65806, _MAX_VEL, _STALL, "Wrist_Pitch"),
-    JointSpec("wrist_roll", 5, -2.74385, 2.84121, _MAX_VEL, _STALL, "Wrist_Roll"),
-    JointSpec("gripper", 6, -0.174533, 1.74533, _MAX_VEL, _STALL, "Jaw", is_gripper=True),
+    JointSpec("shoulder_pan", 1, -1.91986, 1.91986, _MAX_VEL, _STALL, "Rotation", "pan"),
+    JointSpec("shoulder_lift", 2, -1.74533, 1.74533, _MAX_VEL, _STALL, "Pitch", "lift"),
+    JointSpec("elbow_flex", 3, -1.69, 1.69, _MAX_VEL, _STALL, "Elbow", "elbow"),
+    JointSpec("wrist_flex", 4, -1.65806, 1.65806, _MAX_VEL, _STALL, "Wrist_Pitch", "wflex"),
+    JointSpec("wrist_roll", 5, -2.74385, 2.84121, _MAX_VEL, _STALL, "Wrist_Roll", "wroll"),
+    JointSpec("gripper", 6, -0.174533, 1.74533, _MAX_VEL, _STALL, "Jaw", "grip", is_gripper=True),
 )
 
 JOINT_NAMES: tuple[str, ...] = tuple(j.name for j in JOINTS)
 ARM_JOINT_NAMES: tuple[str, ...] = tuple(j.name for j in JOINTS if not j.is_gripper)
 SAGE_JOINT_NAMES: tuple[str, ...] = tuple(j.sage_name for j in JOINTS)
+SHORT_NAMES: dict[str, str] = {j.name: j.label for j in JOINTS}
+"""Joint name → its short label in printed tables (``pan``, ``lift``, ..., ``grip``)."""
 GRIPPER: JointSpec = next(j for j in JOINTS if j.is_gripper)
 
 _BY_NAME = {j.name: j for j in JOINTS}

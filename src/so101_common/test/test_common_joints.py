@@ -57,9 +57,9 @@ def test_lookup_by_name_and_id() -> None:
 
 def test_spec_validates_itself() -> None:
     with pytest.raises(JointSpecError, match="lower limit"):
-        JointSpec("x", 1, 1.0, 1.0, 1.0, 1.0, "X")
+        JointSpec("x", 1, 1.0, 1.0, 1.0, 1.0, "X", "x")
     with pytest.raises(JointSpecError, match="servo id 254"):
-        JointSpec("x", 254, -1.0, 1.0, 1.0, 1.0, "X")
+        JointSpec("x", 254, -1.0, 1.0, 1.0, 1.0, "X", "x")
     assert issubclass(JointSpecError, ValueError)
 
 

@@ -6,12 +6,12 @@ raises :class:`~so101_driver.errors.BusTimeout`, :class:`~so101_driver.errors.Co
 
 The SDK's ``PortHandler`` carries every byte; single-servo transactions (ping, read, write) and
 ``sync_write`` are the SDK's own (``PacketHandler(0)``, ``GroupSyncWrite``). Two paths are framed
-here with the shared :mod:`so101_driver.protocol` instead, for reasons worth knowing:
+here with the shared :mod:`so101_feetech.protocol` instead, for reasons worth knowing:
 
 - The feedback SYNC_READ. ``GroupSyncRead.rxPacket`` stops at the first servo that does not answer,
   and while it waits for that servo it reads and throws away the replies of the servos after it; it
   also drops each reply's error byte: one unplugged servo would blind the driver to all the others.
-  Here the replies are collected with :class:`~so101_driver.protocol.PacketParser`, keeping every
+  Here the replies are collected with :class:`~so101_feetech.protocol.PacketParser`, keeping every
   answer that arrived, with its error byte, within one deadline. The request is one port write that
   can carry the cycle's SYNC_WRITE of goals just before the SYNC_READ (the SDK writes each packet
   separately and waits for it to drain): one hand-over to the adapter per control cycle.
@@ -43,44 +43,29 @@ from typing import Any
 
 import scservo_sdk as scs
 
-from so101_driver import protocol
-from so101_driver.control_table import (
+from so101_driver.errors import BusError, BusTimeout, CorruptPacket, PortError, ServoError
+from so101_driver.feedback import BusCounters, Feedback, ScanResult
+from so101_driver.serial_io import discard_input, os_errors_as_port_errors, read_available, waiting_read_port
+from so101_feetech import protocol
+from so101_feetech.control_table import (
     BAUD_RATES,
     FEEDBACK_BLOCK,
+    LEROBOT_GRIPPER_SETTINGS,
+    LEROBOT_SERVO_SETTINGS,
     Area,
     Register,
     decode_error_bits,
     decode_register,
     encode_register,
 )
-from so101_driver.errors import BusError, BusTimeout, CorruptPacket, PortError, ServoError
-from so101_driver.feedback import BusCounters, Feedback, ScanResult
-from so101_driver.serial_io import discard_input, os_errors_as_port_errors, read_available, waiting_read_port
 
 __all__ = ["FeetechBus", "Feedback", "ScanResult", "BusCounters", "DEFAULT_TIMEOUT_MS", "DEFAULT_RETRIES",
-           "DEFAULT_REPLY_GAP_MS", "LEROBOT_SERVO_SETTINGS", "LEROBOT_GRIPPER_SETTINGS"]
+           "DEFAULT_REPLY_GAP_MS"]
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT_MS = 50.0  # LeRobot's figure: USB serial adapters add up to a latency-timer tick
 DEFAULT_RETRIES = 2  # extra tries after the first
-# LeRobot's SO-101 follower settings (``SOFollower.configure``), written in this order by
-# :meth:`FeetechBus.configure_lerobot`; the virtual arm's system identification replays recordings
-# with the same values.
-LEROBOT_SERVO_SETTINGS: tuple[tuple[Register, int], ...] = (
-    (Register.Return_Delay_Time, 0),
-    (Register.Maximum_Acceleration, 254),
-    (Register.Acceleration, 254),
-    (Register.Operating_Mode, 0),
-    (Register.P_Coefficient, 16),
-    (Register.I_Coefficient, 0),
-    (Register.D_Coefficient, 32),
-)
-LEROBOT_GRIPPER_SETTINGS: tuple[tuple[Register, int], ...] = (
-    (Register.Max_Torque_Limit, 500),
-    (Register.Protection_Current, 250),
-    (Register.Overload_Torque, 25),
-)
 # silence that ends a SYNC_READ once replies flowed: ~15 feedback replies' wire time at 1 Mbaud, and
 # more than a USB full-speed frame (1 ms) by which an adapter may split one burst of replies
 DEFAULT_REPLY_GAP_MS = 3.0

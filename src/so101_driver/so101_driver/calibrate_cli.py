@@ -26,9 +26,16 @@ from typing import Protocol
 
 from so101_common.joints import JOINTS
 from so101_driver.bus import FeetechBus
-from so101_driver.calibration import MAX_RAW, MID_RAW, MotorCalibration, default_calibration_path, save_calibration
-from so101_driver.control_table import Register
-from so101_driver.errors import CalibrationError, DriverError
+from so101_driver.errors import DriverError
+from so101_feetech.calibration import (
+    MAX_RAW,
+    MID_RAW,
+    CalibrationError,
+    MotorCalibration,
+    default_calibration_path,
+    save_calibration,
+)
+from so101_feetech.control_table import Register
 
 __all__ = ["CalibrationIO", "TerminalIO", "calibrate", "add_arguments", "run", "FULL_TURN_JOINTS"]
 
@@ -168,7 +175,7 @@ def run(args: argparse.Namespace, io: CalibrationIO | None = None) -> int:
         with FeetechBus(args.port, args.baudrate) as bus:
             result = calibrate(bus, io)
         save_calibration(out, result)
-    except (DriverError, OSError) as err:
+    except (DriverError, CalibrationError, OSError) as err:
         print(f"so101 calibrate: {err}", file=sys.stderr)
         return 1
     print(f"Calibration saved to {out}")

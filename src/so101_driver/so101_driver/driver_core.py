@@ -33,11 +33,11 @@ from typing import Protocol
 import numpy as np
 
 from so101_common.joints import GRIPPER, JOINT_NAMES
-from so101_driver.calibration import JointMapping, MotorCalibration
 from so101_driver.errors import BusError, CommandRejected, PortError
 from so101_driver.feedback import BusCounters, Feedback
 from so101_driver.health import DiagnosticEntry, FaultWindow, bus_status, rate_values, servo_entry, servo_fault_kinds
 from so101_driver.readings import CommandResult, CycleResult, JointSample, ServoTelemetry
+from so101_feetech.calibration import JointMapping, MotorCalibration
 
 __all__ = [
     "BusLike",

@@ -21,12 +21,13 @@ from rclpy.node import Node
 from sensor_msgs.msg import JointState
 from std_srvs.srv import Trigger
 
+from so101_common import topics
 from so101_common.joints import JOINT_NAMES
 from so101_driver.bus import FeetechBus
-from so101_driver.calibration import load_calibration, resolve_calibration_path
 from so101_driver.driver_core import DriverConfig, DriverCore, JointSample
 from so101_driver.errors import CommandRejected, DriverError
 from so101_driver.parameters import ArmParameters, FollowerParameters
+from so101_feetech.calibration import CalibrationError, load_calibration, resolve_calibration_path
 from so101_ros.node_params import declare_parameters
 from so101_ros.node_runner import run_node
 
@@ -70,7 +71,7 @@ class ArmNode(Node):
     """Reads one SO-101 through :class:`DriverCore` and publishes its joint states and diagnostics."""
 
     role = "follower"
-    state_topic = "joint_states"
+    state_topic = topics.JOINT_STATES
     parameters: type[ArmParameters] = FollowerParameters
     parameter_defaults: Mapping[str, object] = {}  # where this node's defaults differ from the dataclass's
 
@@ -92,7 +93,7 @@ class ArmNode(Node):
         config = replace(self._core_config(write_goals), rate_hz=float(p.rate_hz), **p.health_thresholds())
         self.core = DriverCore(bus, calibration, names, config, log=self._pylog)
         self.state_pub = self.create_publisher(JointState, self.state_topic, 10)
-        self.diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
+        self.diag_pub = self.create_publisher(DiagnosticArray, topics.DIAGNOSTICS, 10)
         try:
             self.start_core()
         except BaseException:
@@ -150,7 +151,7 @@ class DriverNode(ArmNode):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__("so101_driver", write_goals=True, **kwargs)
-        self.create_subscription(JointState, "joint_command", self._on_command, 10)
+        self.create_subscription(JointState, topics.JOINT_COMMAND, self._on_command, 10)
         self.create_service(Trigger, "~/enable_torque", lambda req, res: self._torque(True, res))
         self.create_service(Trigger, "~/disable_torque", lambda req, res: self._torque(False, res))
 
@@ -191,7 +192,7 @@ class DriverNode(ArmNode):
 
 
 def main(args: Sequence[str] | None = None) -> int:
-    return run_node(DriverNode, args, "so101_driver", fatal=(DriverError,))
+    return run_node(DriverNode, args, "so101_driver", fatal=(DriverError, CalibrationError))
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@ servo and how many tries were made, so a log line alone tells which cable to che
 
 from __future__ import annotations
 
-from so101_driver.control_table import ErrorBit, decode_error_bits
+from so101_feetech.control_table import ErrorBit, decode_error_bits
 
 __all__ = [
     "DriverError",
@@ -15,7 +15,6 @@ __all__ = [
     "BusTimeout",
     "CorruptPacket",
     "ServoError",
-    "CalibrationError",
     "CommandRejected",
 ]
 
@@ -64,10 +63,6 @@ class ServoError(BusError):
         names = ", ".join(flag.name for flag in self.flags) or f"unknown bits 0x{bits:02X}"
         message = f"servo {servo_id} reports {names} (status 0x{bits:02X}) after {tries} tr{'y' if tries == 1 else 'ies'}"
         super().__init__(f"{message}: {detail}" if detail else message, servo_id, tries)
-
-
-class CalibrationError(DriverError):
-    """A calibration file is missing, malformed, or does not fit the SO-101."""
 
 
 class CommandRejected(DriverError):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from so101_driver.control_table import FEEDBACK_BLOCK, ErrorBit, Register, decode_error_bits, decode_sign_magnitude
+from so101_feetech.control_table import FEEDBACK_BLOCK, ErrorBit, Register, decode_error_bits, decode_sign_magnitude
 
 __all__ = ["Feedback", "ScanResult", "BusCounters"]
 

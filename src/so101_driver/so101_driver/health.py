@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING
 
 from so101_common.diagnostics import Level
 from so101_common.servo_faults import FAULTS_KEY, JOINT_KEY, ServoFaultKind
-from so101_driver.control_table import decode_error_bits
 from so101_driver.feedback import BusCounters
+from so101_feetech.control_table import decode_error_bits
 
 if TYPE_CHECKING:
     from so101_driver.driver_core import DriverConfig

@@ -13,9 +13,11 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from so101_common import topics
 from so101_driver.driver_node import ArmNode
 from so101_driver.errors import DriverError
 from so101_driver.parameters import LEADER_DEFAULTS, ArmParameters
+from so101_feetech.calibration import CalibrationError
 from so101_ros.node_runner import run_node
 
 __all__ = ["LeaderNode", "main"]
@@ -23,7 +25,7 @@ __all__ = ["LeaderNode", "main"]
 
 class LeaderNode(ArmNode):
     role = "leader"
-    state_topic = "leader/joint_states"
+    state_topic = topics.LEADER_STATES
     parameters = ArmParameters
     parameter_defaults = LEADER_DEFAULTS
 
@@ -39,7 +41,7 @@ class LeaderNode(ArmNode):
 
 
 def main(args: Sequence[str] | None = None) -> int:
-    return run_node(LeaderNode, args, "so101_leader", fatal=(DriverError,))
+    return run_node(LeaderNode, args, "so101_leader", fatal=(DriverError, CalibrationError))
 
 
 if __name__ == "__main__":

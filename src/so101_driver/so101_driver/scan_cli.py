@@ -10,8 +10,8 @@ import argparse
 import sys
 
 from so101_driver.bus import FeetechBus, ScanResult
-from so101_driver.control_table import BAUD_RATES, MODEL_NUMBER_STS3215, decode_error_bits
 from so101_driver.errors import DriverError
+from so101_feetech.control_table import BAUD_RATES, MODEL_NUMBER_STS3215, decode_error_bits
 
 __all__ = ["add_arguments", "run", "format_table", "parse_ids"]
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from so101_driver.calibration import load_calibration
 from so101_driver.errors import BusTimeout, PortError
 from so101_driver.feedback import BusCounters, Feedback
+from so101_feetech.calibration import load_calibration
 
 FIXTURE = Path(__file__).parent / "fixtures" / "so_follower_my_arm.json"
 

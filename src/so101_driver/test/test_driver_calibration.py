@@ -14,7 +14,8 @@ import pytest
 from lerobot.motors.motors_bus import MotorCalibration as LeRobotCalibration
 
 from so101_common.joints import GRIPPER, JOINT_NAMES, gripper_percent_to_rad, joint
-from so101_driver.calibration import (
+from so101_feetech.calibration import (
+    CalibrationError,
     JointMapping,
     MotorCalibration,
     calibration_to_json,
@@ -28,7 +29,6 @@ from so101_driver.calibration import (
     resolve_calibration_path,
     save_calibration,
 )
-from so101_driver.errors import CalibrationError
 
 FIXTURE = Path(__file__).parent / "fixtures" / "so_follower_my_arm.json"
 

@@ -10,9 +10,9 @@ import pytest
 
 from so101_common.diagnostics import Level
 from so101_common.joints import JOINT_NAMES
-from so101_driver.calibration import raw_to_rad
 from so101_driver.driver_core import DriverConfig, DriverCore
 from so101_driver.errors import BusError, BusTimeout, CommandRejected
+from so101_feetech.calibration import raw_to_rad
 
 
 @pytest.fixture

@@ -31,14 +31,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import yaml
 
+from so101_common import topics
 from so101_fleet.bag_figures import BagFigures, diagnostic_levels, read_bag_figures
 from so101_fleet.recorder_adapter import CUSTOM_DATA_KEY, EPISODE_FILE, BagReadError, SafeLoader
 
 __all__ = ["CATALOG_SCHEMA", "GAP_FACTOR", "STATE_TOPIC", "DIAGNOSTICS_TOPIC", "BagLocation", "find_bags",
            "index_bag", "build_catalog", "write_catalog", "read_catalog", "CatalogError"]
 
-STATE_TOPIC = "/joint_states"
-DIAGNOSTICS_TOPIC = "/diagnostics"
+STATE_TOPIC = topics.absolute(topics.JOINT_STATES)
+DIAGNOSTICS_TOPIC = topics.DIAGNOSTICS
 GAP_FACTOR = 3.0  # a step of the state stream above GAP_FACTOR × its median period is a gap
 _MIN_GAP_S = 0.05
 

@@ -1,6 +1,6 @@
 """``so101 fleet <step>``: the fleet pipeline's subcommands (simulate, index, process, report).
 
-Like ``so101_bringup.cli``, an explicit table of step → module; each module has
+Like ``so101_apps.cli``, an explicit table of step → module; each module has
 ``add_arguments(parser)`` and ``run(args) -> int`` and is imported only when its step is chosen.
 """
 

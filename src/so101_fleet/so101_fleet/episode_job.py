@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from so101_common import topics
 from so101_common.joints import JOINT_NAMES
 from so101_fleet.recorder_adapter import Bag, BagReadError, JointStateRead, RecorderError
 from so101_fleet.sim2real_adapter import PIPELINE_ERRORS, gap_summary, pair_with_mujoco
@@ -55,8 +56,8 @@ _JUMP_S = 1.0  # a forward step of the header stamps above this is checked again
 class ProcessConfig:
     sim: str = "mujoco"
     rate_hz: float = 50.0  # grid of the paired datasets
-    state_topic: str = "/joint_states"
-    command_topic: str = "/joint_command"
+    state_topic: str = topics.absolute(topics.JOINT_STATES)
+    command_topic: str = topics.absolute(topics.JOINT_COMMAND)
 
     def __post_init__(self) -> None:
         if self.sim != "mujoco":

@@ -30,9 +30,10 @@ import numpy as np
 import yaml
 from rosbags.typesys import Stores, get_typestore
 
+from so101_common import topics
 from so101_common.joints import JOINT_NAMES
-from so101_driver.calibration import JointMapping
-from so101_driver.control_table import Register, encode_register
+from so101_feetech.calibration import JointMapping
+from so101_feetech.control_table import Register, encode_register
 from so101_fleet.recorder_adapter import EpisodeMetadata, EpisodeWriter, file_ref
 from so101_fleet.sim2real_adapter import joint_state_cdr
 from so101_fleet.wear import ArmSpec, WearModel, arm_profile_dict, draw_fleet
@@ -44,9 +45,9 @@ __all__ = ["FleetConfig", "TASKS", "FLEET_FILE", "STATE_TOPIC", "COMMAND_TOPIC",
            "simulate_fleet", "simulate_arm", "record_episode", "diagnostics_cdr", "episode_plan", "load_fleet"]
 
 FLEET_FILE = "fleet.yaml"
-STATE_TOPIC = "/joint_states"
-COMMAND_TOPIC = "/joint_command"
-DIAGNOSTICS_TOPIC = "/diagnostics"
+STATE_TOPIC = topics.absolute(topics.JOINT_STATES)
+COMMAND_TOPIC = topics.absolute(topics.JOINT_COMMAND)
+DIAGNOSTICS_TOPIC = topics.DIAGNOSTICS
 JOINT_STATE_TYPE = "sensor_msgs/msg/JointState"
 DIAGNOSTIC_ARRAY_TYPE = "diagnostic_msgs/msg/DiagnosticArray"
 FLEET_EPOCH = _dt.datetime(2026, 1, 5, 8, 0, tzinfo=_dt.UTC)  # first day of every simulated fleet

@@ -113,7 +113,7 @@ def test_process_on_a_ray_start_cluster(ray_start_cluster, fleet_catalog: Path, 
     address, env, nodes = ray_start_cluster
     catalog = write_catalog(read_catalog(fleet_catalog).slice(0, 4), tmp_path / "four.parquet")
     out = tmp_path / "dataset"
-    run = subprocess.run([sys.executable, "-m", "so101_bringup.cli", "fleet", "process", str(catalog), "--sim", "mujoco",
+    run = subprocess.run([sys.executable, "-m", "so101_testing.cli", "so101_fleet.cli", "process", str(catalog), "--sim", "mujoco",
                           "--out", str(out), "--ray-address", address], env=env, capture_output=True, text=True,
                          timeout=300, check=False)
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]

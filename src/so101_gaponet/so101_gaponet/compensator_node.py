@@ -31,6 +31,7 @@ from sensor_msgs.msg import JointState
 from std_srvs.srv import SetBool
 from trajectory_msgs.msg import JointTrajectory
 
+from so101_common import topics
 from so101_common.joints import JointSpecError, reorder
 from so101_gaponet.chunks import ActionChunk
 from so101_gaponet.compensator import Compensator, CompensatorConfig, CompensatorError
@@ -63,11 +64,11 @@ class CompensatorNode(Node):
         self._chunk: ActionChunk | None = None
         self._step_clock = StepClock(self.period, self.command_timeout)
         self.add_on_set_parameters_callback(self._on_set_parameters)
-        self._out = self.create_publisher(JointState, "gaponet/joint_command", QoSProfile(depth=10))
-        self._diag = self.create_publisher(DiagnosticArray, "/diagnostics", QoSProfile(depth=10))
-        self.create_subscription(JointState, "policy/joint_command", self._on_command, QoSProfile(depth=10))
+        self._out = self.create_publisher(JointState, topics.COMPENSATED_COMMAND, QoSProfile(depth=10))
+        self._diag = self.create_publisher(DiagnosticArray, topics.DIAGNOSTICS, QoSProfile(depth=10))
+        self.create_subscription(JointState, topics.POLICY_COMMAND, self._on_command, QoSProfile(depth=10))
         self.create_subscription(JointTrajectory, CHUNK_TOPIC, self._on_chunk, QoSProfile(depth=10))
-        self.create_subscription(JointState, "joint_states", self._on_state, qos_profile_sensor_data)
+        self.create_subscription(JointState, topics.JOINT_STATES, self._on_state, qos_profile_sensor_data)
         self.create_service(SetBool, "~/enable", self._on_enable)
         self._step_timer = self.create_timer(self.period, self._on_tick) if model is not None else None
         self.create_timer(p.diagnostics_period, self._publish_diagnostics)

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from so101_common import topics
 from so101_common.joints import JOINT_NAMES
 from so101_common.parameters import parameter
 
 __all__ = ["CompensatorParameters", "CHUNK_TOPIC"]
 
-CHUNK_TOPIC = "policy/action_chunk"  # trajectory_msgs/JointTrajectory: the policy's upcoming commands
+CHUNK_TOPIC = topics.POLICY_ACTION_CHUNK  # trajectory_msgs/JointTrajectory: the policy's upcoming commands
 
 
 @dataclass(frozen=True)

@@ -48,6 +48,7 @@ from sensor_msgs.msg import Image, JointState
 from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
+from so101_common import topics
 from so101_common.joints import JOINT_NAMES, JointSpecError, reorder
 from so101_policy.deployment import deploy_policy
 from so101_policy.diagnostics import NodeCounters
@@ -70,11 +71,11 @@ class PolicyNode(Node):
         self.diagnostics = deployment.diagnostics
         self.policy_path = str(p.policy_path)
 
-        self.pub = self.create_publisher(JointState, "policy/joint_command", 10)
-        self.chunk_pub = (self.create_publisher(JointTrajectory, "policy/action_chunk", 10)
+        self.pub = self.create_publisher(JointState, topics.POLICY_COMMAND, 10)
+        self.chunk_pub = (self.create_publisher(JointTrajectory, topics.POLICY_ACTION_CHUNK, 10)
                           if self.runner.serves_chunks else None)
-        self.diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
-        self.create_subscription(JointState, "joint_states", self._on_joint_state, 10)
+        self.diag_pub = self.create_publisher(DiagnosticArray, topics.DIAGNOSTICS, 10)
+        self.create_subscription(JointState, topics.JOINT_STATES, self._on_joint_state, 10)
         for key, topic in self.image_topics.items():
             self.create_subscription(Image, topic, partial(self._on_image, key), qos_profile_sensor_data)
         self.create_service(Trigger, "~/start", self._on_start)

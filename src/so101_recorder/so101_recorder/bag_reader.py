@@ -23,6 +23,7 @@ from pydantic import BaseModel
 from rosbags.rosbag2 import Reader
 from rosbags.rosbag2.errors import ReaderError
 
+from so101_common import topics
 from so101_common.joints import JOINT_NAMES
 from so101_common.schema import SchemaError, read_yaml, validate
 from so101_common.trajectory import JointTrajectory
@@ -31,6 +32,8 @@ from so101_recorder.errors import BagReadError, RecorderError
 from so101_recorder.mcap_scan import McapScan, scan_mcap
 from so101_recorder.metadata import EpisodeMetadata, load_episode
 from so101_recorder.msgtypes import TypeLibrary
+
+JOINT_STATES_TOPIC = topics.absolute(topics.JOINT_STATES)  # its name in a bag recorded without a namespace
 
 __all__ = ["Bag", "RawMessages", "JointStateRead", "JOINT_STATE_TYPE", "read_joint_states", "load_joint_states",
            "read_episode", "read_topic_pair", "bag_files"]
@@ -175,7 +178,7 @@ class Bag:
         log_time = np.concatenate([found.log_time for _s, found in parts]) if parts else np.zeros(0, np.int64)
         return RawMessages(topic, msgtype, log_time, *pack_messages(messages))
 
-    def joint_states(self, topic: str = "/joint_states", *, names: Sequence[str] | None = JOINT_NAMES,
+    def joint_states(self, topic: str = JOINT_STATES_TOPIC, *, names: Sequence[str] | None = JOINT_NAMES,
                      time_source: str = "header") -> JointStateRead:
         """Decode a JointState topic into a trajectory in ``names`` order (None: the first message's order)."""
         if time_source not in TIME_SOURCES:
@@ -272,14 +275,14 @@ def _to_trajectory(topic: str, batch: JointStateBatch, log_time: np.ndarray, nam
                           dropped_time=dropped, missing_joints=missing, problems=problems)
 
 
-def load_joint_states(bag: Bag | Path | str, topic: str = "/joint_states", *, names: Sequence[str] | None = JOINT_NAMES,
+def load_joint_states(bag: Bag | Path | str, topic: str = JOINT_STATES_TOPIC, *, names: Sequence[str] | None = JOINT_NAMES,
                       time_source: str = "header") -> JointStateRead:
     """Read a JointState topic with its report (counts of what was skipped, truncation)."""
     bag = bag if isinstance(bag, Bag) else Bag(bag)
     return bag.joint_states(topic, names=names, time_source=time_source)
 
 
-def read_joint_states(bag: Bag | Path | str, topic: str = "/joint_states", *, names: Sequence[str] | None = JOINT_NAMES,
+def read_joint_states(bag: Bag | Path | str, topic: str = JOINT_STATES_TOPIC, *, names: Sequence[str] | None = JOINT_NAMES,
                       time_source: str = "header") -> JointTrajectory:
     """A JointState topic as a :class:`JointTrajectory` (s, rad, rad/s, N·m; NaN where not measured).
 

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from so101_common import topics
 from so101_common.bench import BenchResult
 from so101_common.joints import JOINT_NAMES
 
@@ -62,7 +63,7 @@ def _write_episode(path: Path, messages: list[bytes]) -> None:
 
     with EpisodeWriter(path, EpisodeMetadata(name="", robot_id="bench", task="bench")) as writer:
         for k, data in enumerate(messages):
-            writer.write("/joint_states" if k % 2 == 0 else "/joint_command", JOINT_STATE, data, k)
+            writer.write(topics.absolute(topics.JOINT_STATES) if k % 2 == 0 else topics.absolute(topics.JOINT_COMMAND), JOINT_STATE, data, k)
 
 
 def _write_stock(path: Path, messages: list[bytes]) -> None:
@@ -72,7 +73,7 @@ def _write_stock(path: Path, messages: list[bytes]) -> None:
     store = get_typestore(Stores.ROS2_JAZZY)
     writer = Writer(path, version=9, storage_plugin=StoragePlugin.MCAP)
     writer.open()
-    connections = [writer.add_connection(t, JOINT_STATE, typestore=store) for t in ("/joint_states", "/joint_command")]
+    connections = [writer.add_connection(t, JOINT_STATE, typestore=store) for t in (topics.absolute(topics.JOINT_STATES), topics.absolute(topics.JOINT_COMMAND))]
     for k, data in enumerate(messages):
         writer.write(connections[k % 2], k, data)
     writer.close()
@@ -90,13 +91,13 @@ def bench_read(workdir: Path, messages: list[bytes]) -> BenchResult:
     store = get_typestore(Stores.ROS2_JAZZY)
 
     def ours() -> None:
-        read = load_joint_states(bag, "/joint_states")
+        read = load_joint_states(bag, topics.absolute(topics.JOINT_STATES))
         assert len(read.trajectory) == count
 
     def baseline() -> None:
         time_, position, velocity, effort = [], [], [], []
         with Reader(bag) as reader:
-            connections = [c for c in reader.connections if c.topic == "/joint_states"]
+            connections = [c for c in reader.connections if c.topic == topics.absolute(topics.JOINT_STATES)]
             for connection, _t, data in reader.messages(connections=connections):
                 msg: Any = store.deserialize_cdr(data, connection.msgtype)
                 time_.append(msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9)

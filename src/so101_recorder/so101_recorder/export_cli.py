@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from so101_common import topics
 from so101_recorder.errors import RecorderError
 
 __all__ = ["add_arguments", "run"]
@@ -19,8 +20,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--root", required=True, help="dataset directory to create (must not exist)")
     parser.add_argument("--fps", type=int, default=30, help="frame rate (default 30)")
     parser.add_argument("--task", default=None, help="task text for every frame (default: each episode's task)")
-    parser.add_argument("--state-topic", default="/joint_states", help="measured joint positions")
-    parser.add_argument("--action-topics", nargs="+", default=["/joint_command", "/leader/joint_states"],
+    parser.add_argument("--state-topic", default=topics.absolute(topics.JOINT_STATES), help="measured joint positions")
+    parser.add_argument("--action-topics", nargs="+", default=[topics.absolute(topics.JOINT_COMMAND), topics.absolute(topics.LEADER_STATES)],
                         help="command stream: the first topic present in a bag is used")
     parser.add_argument("--camera", action="append", default=[], metavar="NAME=TOPIC",
                         help="add an image feature observation.images.NAME from an Image/CompressedImage topic")

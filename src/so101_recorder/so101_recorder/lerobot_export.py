@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from so101_common import topics
 from so101_common.joints import JOINTS, gripper_rad_to_percent
 from so101_common.trajectory import JointTrajectory
 from so101_recorder.bag_reader import Bag, load_joint_states
@@ -41,8 +42,8 @@ class ExportConfig:
     root: Path = Path("datasets/so101_teleop")  # dataset directory; must not exist yet
     fps: int = 30  # frame rate of the exported episodes
     task: str | None = None  # task text for every frame (None: each episode's own task name)
-    state_topic: str = "/joint_states"
-    action_topics: tuple[str, ...] = ("/joint_command", "/leader/joint_states")  # first one present is used
+    state_topic: str = topics.absolute(topics.JOINT_STATES)
+    action_topics: tuple[str, ...] = (topics.absolute(topics.JOINT_COMMAND), topics.absolute(topics.LEADER_STATES))  # first one present is used
     cameras: dict[str, str] = field(default_factory=dict)  # camera name -> image topic
     robot_type: str = "so_follower"  # LeRobot's robot name for the SO-100/101 follower
     time_source: str = "header"  # "header" stamps or "receive" (bag) times

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from so101_common import topics
 from so101_common.parameters import parameter
 
 __all__ = ["DEFAULT_TOPICS", "RecorderParameters"]
 
-DEFAULT_TOPICS = ["joint_states", "leader/joint_states", "policy/joint_command", "gaponet/joint_command",
-                  "joint_command", "/diagnostics"]
+DEFAULT_TOPICS = [topics.JOINT_STATES, topics.LEADER_STATES, topics.POLICY_COMMAND, topics.COMPENSATED_COMMAND,
+                  topics.JOINT_COMMAND, topics.DIAGNOSTICS]
 """Relative names resolve in the recorder's namespace (a whole graph under one namespace records its own
 topics); ``/diagnostics`` is global by ROS convention."""
 

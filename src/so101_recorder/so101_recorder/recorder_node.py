@@ -22,6 +22,7 @@ from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from std_msgs.msg import Empty
 from std_srvs.srv import Trigger
 
+from so101_common import topics
 from so101_common.servo_faults import read_servo_fault
 from so101_recorder.errors import RecorderError
 from so101_recorder.parameters import DEFAULT_TOPICS, RecorderParameters
@@ -49,11 +50,11 @@ class RecorderNode(Node):
         self.refused: dict[str, str] = {}  # topic -> why it is not recorded
         self._discovery_lock = threading.Lock()  # discover() also runs from `so101 record`'s main thread
         self.add_on_set_parameters_callback(self._on_set_parameters)
-        self.diagnostics = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
+        self.diagnostics = self.create_publisher(DiagnosticArray, topics.DIAGNOSTICS, 10)
         self.create_service(Trigger, "~/start", self._start)
         self.create_service(Trigger, "~/stop", self._stop)
         self.create_subscription(Empty, "~/toggle", self._toggle, 10)
-        self.create_subscription(DiagnosticArray, "/diagnostics", self._on_diagnostics, 50)
+        self.create_subscription(DiagnosticArray, topics.DIAGNOSTICS, self._on_diagnostics, 50)
         self.create_timer(float(get("discovery_period_s")), self.discover)
         self.create_timer(min(0.1, self.recorder.config.flush_period_s / 2), self._tick)
         self.create_timer(float(get("diagnostics_period_s")), self.publish_diagnostics)

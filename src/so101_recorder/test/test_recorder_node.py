@@ -106,7 +106,7 @@ def test_record_cli_records_episodes_back_to_back_and_recovers(tmp_path):
     out = tmp_path / "bags"
     with NodeProcess("recorder_publisher", PUBLISHER_ARGS, cwd=TEST_DIR):
         result = subprocess.run(
-            [sys.executable, "-m", "so101_bringup.cli", "record", "--topics", "/joint_states", "/leader/joint_states",
+            [sys.executable, "-m", "so101_testing.cli", "so101_recorder.record_cli", "--topics", "/joint_states", "/leader/joint_states",
              "--out", str(out), "--episodes", "2", "--duration", "0.6", "--pause", "0.1", "--task", "cli teleop",
              "--wait-topics", "2"],
             capture_output=True, text=True, timeout=60, env=private_ros_env(), stdin=subprocess.DEVNULL)
@@ -121,7 +121,7 @@ def test_record_cli_records_episodes_back_to_back_and_recovers(tmp_path):
     mcap = bags[0] / f"{bags[0].name}.mcap"  # damage one and recover it through the CLI
     mcap.write_bytes(mcap.read_bytes()[:-100])
     (bags[0] / "metadata.yaml").unlink()
-    recovered = subprocess.run([sys.executable, "-m", "so101_bringup.cli", "record", "--recover", str(bags[0])],
+    recovered = subprocess.run([sys.executable, "-m", "so101_testing.cli", "so101_recorder.record_cli", "--recover", str(bags[0])],
                                capture_output=True, text=True, timeout=60)
     assert recovered.returncode == 0 and "recovered" in recovered.stdout, recovered.stdout + recovered.stderr
     with Reader(bags[0]) as reader:

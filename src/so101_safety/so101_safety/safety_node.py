@@ -26,6 +26,7 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Bool
 from std_srvs.srv import Trigger
 
+from so101_common import topics
 from so101_common.joints import JOINT_NAMES
 from so101_common.parameters import parameter_specs
 from so101_ros.node_params import declare_parameter_values
@@ -52,9 +53,9 @@ class SafetyNode(Node):
 
         self.pub = self.create_publisher(JointState, "output", 10)
         self._out = JointState(name=list(self.filter.names))
-        self.diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
+        self.diag_pub = self.create_publisher(DiagnosticArray, topics.DIAGNOSTICS, 10)
         self.create_subscription(JointState, "input", self._on_command, _STREAM_QOS)
-        self.create_subscription(JointState, "joint_states", self._on_joint_states, _STREAM_QOS)
+        self.create_subscription(JointState, topics.JOINT_STATES, self._on_joint_states, _STREAM_QOS)
         self.create_subscription(Bool, "~/estop_trigger", self._on_estop_trigger, 10)
         self.create_service(Trigger, "~/estop", self._on_estop)
         self.create_service(Trigger, "~/reset", self._on_reset)
@@ -94,7 +95,7 @@ class SafetyNode(Node):
             self._publish(self.filter.step(now), stamp)  # forwarded at arrival: no wait for the next tick
 
     def _on_joint_states(self, msg: JointState) -> None:
-        self._log_rejection("joint_states", self.filter.on_measured(msg.name, msg.position, msg.velocity,
+        self._log_rejection(topics.JOINT_STATES, self.filter.on_measured(msg.name, msg.position, msg.velocity,
                                                                     msg.effort, self._now()[1]))
 
     def _on_estop_trigger(self, msg: Bool) -> None:

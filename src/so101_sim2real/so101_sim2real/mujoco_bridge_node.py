@@ -23,6 +23,7 @@ from rclpy.qos import QoSProfile
 from rosgraph_msgs.msg import Clock as ClockMsg
 from sensor_msgs.msg import JointState
 
+from so101_common import topics
 from so101_common.joints import JOINT_NAMES
 from so101_ros.node_runner import run_node
 from so101_sim2real.replay.mujoco_backend import (
@@ -67,9 +68,9 @@ class MujocoBridgeNode(Node):
         self.pacer = RealTimePacer(dt, float(self.get_parameter("time_factor").value))
         self._steps = 0
         self._start = time.monotonic()
-        self._states = self.create_publisher(JointState, "/isaac_joint_states", QoSProfile(depth=50))
-        self._clock_publisher = self.create_publisher(ClockMsg, "/clock", QoSProfile(depth=50))
-        self.create_subscription(JointState, "/isaac_joint_command", self._on_command, QoSProfile(depth=50))
+        self._states = self.create_publisher(JointState, topics.SIM_STATES, QoSProfile(depth=50))
+        self._clock_publisher = self.create_publisher(ClockMsg, topics.CLOCK, QoSProfile(depth=50))
+        self.create_subscription(JointState, topics.SIM_COMMAND, self._on_command, QoSProfile(depth=50))
         steady = Clock(clock_type=ClockType.STEADY_TIME)
         self.create_timer(dt / self.pacer.time_factor, self._on_tick, clock=steady)
         self.get_logger().info(f"MuJoCo bridge: {1 / dt:g} Hz physics at {self.pacer.time_factor:g}x real time, "

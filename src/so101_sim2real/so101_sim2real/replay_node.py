@@ -24,6 +24,7 @@ from rclpy.qos import QoSProfile
 from rosgraph_msgs.msg import Clock as ClockMsg
 from sensor_msgs.msg import JointState
 
+from so101_common import topics
 from so101_common.joints import JOINT_NAMES
 from so101_common.trajectory import JointTrajectory
 from so101_recorder.bag_reader import read_joint_states
@@ -80,7 +81,7 @@ class ReplayNode(Node):
         state_sub = self.create_subscription(JointState, SIM_STATE_TOPIC, self._on_state, QoSProfile(depth=200), raw=True)
         self._state_topic = state_sub.topic_name
         if self.get_parameter("record_clock").value:
-            clock_sub = self.create_subscription(ClockMsg, "/clock", self._on_clock, QoSProfile(depth=200), raw=True)
+            clock_sub = self.create_subscription(ClockMsg, topics.CLOCK, self._on_clock, QoSProfile(depth=200), raw=True)
             self._clock_topic = clock_sub.topic_name
         self.create_timer(1.0 / rate, self._on_tick)
         self.get_logger().info(f"replay {source.name}: {len(source.command)} commands over "

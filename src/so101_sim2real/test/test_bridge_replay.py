@@ -16,7 +16,7 @@ from so101_common.joints import JOINT_NAMES, gripper_fraction_to_rad
 from so101_testing import NodeProcess, run_cli, wait_for
 
 REPLAY_CLI = "so101_sim2real.cli.replay"  # what `so101 replay` runs
-FIXTURES = Path(__file__).resolve().parent / "fixtures" / "sage"
+FIXTURES = Path(__file__).resolve().parents[2] / "so101_common" / "test" / "fixtures" / "sage"
 CONFIG = Path(__file__).resolve().parents[3] / "config"
 MOTION = FIXTURES / "motion_files" / "so101" / "custom" / "single_joint_elbow.txt"
 

@@ -8,12 +8,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from so101_common import sage
 from so101_common.paired_dataset import PairedDataset
 from so101_common.trajectory import JointTrajectory
 from so101_sim2real.cli import pair as pair_cli
-from so101_sim2real.replay import sage
 
-FIXTURE = Path(__file__).parent / "fixtures" / "sage"
+FIXTURE = Path(__file__).resolve().parents[2] / "so101_common" / "test" / "fixtures" / "sage"
 REAL_ROOT = FIXTURE / "output" / "real" / "so101" / "custom"
 SIM_DELAY = 0.04  # s, the fake sim plant follows its command 40 ms late
 SIM_SAG = 0.01  # rad

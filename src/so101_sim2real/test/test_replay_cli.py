@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 from rosbags.highlevel import AnyReader
 
+from so101_common import sage
 from so101_common.joints import JOINT_NAMES, gripper_fraction_to_rad
 from so101_gaponet.model_file import read_metadata
-from so101_sim2real.replay import sage
 from so101_testing import run_cli
 
 REPLAY_CLI = "so101_sim2real.cli.replay"  # what `so101 replay` runs
-FIXTURES = Path(__file__).resolve().parent / "fixtures" / "sage"
+FIXTURES = Path(__file__).resolve().parents[2] / "so101_common" / "test" / "fixtures" / "sage"
 MOTION = FIXTURES / "motion_files" / "so101" / "custom" / "actuator_bandwidth.txt"
 REAL_RUN = FIXTURES / "output" / "real" / "so101" / "custom" / "prbs_excitation"
 MODEL = Path(__file__).resolve().parents[3] / "models" / "gaponet_so101_default.onnx"

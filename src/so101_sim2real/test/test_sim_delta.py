@@ -97,8 +97,8 @@ def test_heldout_rule_is_fixed_by_name_order() -> None:
 
 
 def test_train_sim_delta_command_on_sage_folders(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from so101_common import sage
     from so101_common.trajectory import JointTrajectory
-    from so101_sim2real.replay import sage
 
     root = tmp_path / "output" / "real" / "so101" / "custom"
     for index, name in enumerate(("a_motion", "b_motion", "c_motion")):  # sorted index 2 (c_motion) is held out

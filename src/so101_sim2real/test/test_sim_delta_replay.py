@@ -18,12 +18,12 @@ from so101_sim2real.sim_delta.cli import SHIPPED_SIM_DELTA
 from so101_sim2real.sim_delta.recordings import split_heldout
 from so101_testing import run_cli
 
-FIXTURES = Path(__file__).resolve().parents[2] / "so101_sim2real" / "test" / "fixtures" / "sage"
+FIXTURES = Path(__file__).resolve().parents[2] / "so101_common" / "test" / "fixtures" / "sage"
 REAL_RUN = FIXTURES / "output" / "real" / "so101" / "custom" / "single_joint_elbow"
 
 
 def _read(path: Path, time_scale: float) -> tuple[np.ndarray, np.ndarray]:
-    """(time s, positions rad in SAGE order) straight from a SAGE CSV, not through so101_sim2real.replay.sage."""
+    """(time s, positions rad in SAGE order) straight from a SAGE CSV, not through so101_common.sage."""
     with path.open() as handle:
         rows = list(csv.DictReader(handle))
     time = np.array([float(r["timestamp"]) for r in rows]) * time_scale

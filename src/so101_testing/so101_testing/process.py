@@ -7,24 +7,12 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
-from so101_testing.env import private_ros_env
+from so101_ros.ros_env import private_ros_env
 
-__all__ = ["NodeProcess", "wait_for"]
-
-
-def wait_for(predicate: Callable[[], object], timeout: float = 10.0, interval: float = 0.02) -> bool:
-    """Poll ``predicate`` until it is true or ``timeout`` seconds pass; returns its last value."""
-    deadline = time.monotonic() + timeout
-    while True:
-        if predicate():
-            return True
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(interval)
+__all__ = ["NodeProcess"]
 
 
 class NodeProcess:

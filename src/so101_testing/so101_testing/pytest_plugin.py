@@ -2,7 +2,7 @@
 whether run from the workspace root, per package or by ``colcon test``, talks DDS on loopback only,
 on a private domain."""
 
-from so101_testing.env import apply_private_ros_env
+from so101_ros.ros_env import apply_private_ros_env
 
 
 def pytest_configure() -> None:

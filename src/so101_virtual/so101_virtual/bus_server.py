@@ -44,8 +44,8 @@ import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from so101_driver.control_table import BAUD_RATES, TABLE_SIZE, Register
-from so101_driver.protocol import (
+from so101_feetech.control_table import BAUD_RATES, TABLE_SIZE, Register
+from so101_feetech.protocol import (
     BROADCAST_ID,
     ERROR_INSTRUCTION,
     Instruction,

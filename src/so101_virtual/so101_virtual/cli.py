@@ -20,8 +20,8 @@ import sys
 import threading
 from collections.abc import Sequence
 
+from so101_common.sage import SageFormatError
 from so101_virtual.faults import FaultControlServer
-from so101_virtual.motion import MotionError
 from so101_virtual.profiles import ProfileError, available_profiles
 from so101_virtual.robot import ROLES, VirtualSO101, write_calibration_files
 
@@ -78,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
                 print(f"so101 virtual-bus: {robot.error}", file=sys.stderr)
                 return 1
         return 0
-    except (ProfileError, MotionError, FileExistsError, OSError, ValueError) as err:
+    except (ProfileError, SageFormatError, FileExistsError, OSError, ValueError) as err:
         print(f"so101 virtual-bus: {err}", file=sys.stderr)
         return 1
     finally:

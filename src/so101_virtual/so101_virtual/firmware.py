@@ -46,7 +46,7 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
-from so101_driver.control_table import ErrorBit, Register, decode_sign_magnitude
+from so101_feetech.control_table import ErrorBit, Register, decode_sign_magnitude
 from so101_virtual.profiles import FirmwareParams, JointParams
 
 __all__ = [

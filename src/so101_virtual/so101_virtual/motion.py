@@ -1,34 +1,26 @@
-"""Scripted motions for a hand-moved (leader) virtual arm: built-in, SAGE motion files, or trajectories.
+"""Scripted motions for a hand-moved (leader) virtual arm: built-in, or any trajectory (a SAGE motion file
+through :func:`so101_common.sage.read_motion_file`).
 
 A motion is a function of time ``t`` (s) → joint angles (rad, :data:`JOINT_NAMES` order) that the
 virtual hand follows. :func:`builtin_motion` is a smooth multi-joint motion inside the joint limits;
-:func:`read_sage_motion` reads a SAGE motion file (header ``Rotation,Pitch,Elbow,Wrist_Pitch,
-Wrist_Roll,Jaw``, one row per 50 Hz frame, radians with the jaw as a 0..1 fraction);
 :func:`trajectory_motion` plays any :class:`~so101_common.trajectory.JointTrajectory` (linear
 interpolation, held at the ends, optionally looped).
 """
 
 from __future__ import annotations
 
-import csv
 import math
-import os
 from collections.abc import Callable, Sequence
-from pathlib import Path
 
 import numpy as np
 
-from so101_common.joints import JOINTS, SAGE_JOINT_NAMES, sage_to_rad
+from so101_common.joints import JOINTS
+from so101_common.sage import MOTION_RATE_HZ
 from so101_common.trajectory import JointTrajectory
 
-__all__ = ["Motion", "MotionError", "builtin_motion", "read_sage_motion", "trajectory_motion", "SAGE_RATE_HZ"]
+__all__ = ["Motion", "builtin_motion", "trajectory_motion"]
 
 Motion = Callable[[float], np.ndarray]
-SAGE_RATE_HZ = 50.0
-
-
-class MotionError(ValueError):
-    """A motion file cannot be read."""
 
 
 def builtin_motion(amplitude: float = 0.6, period: float = 8.0) -> Motion:
@@ -47,37 +39,8 @@ def builtin_motion(amplitude: float = 0.6, period: float = 8.0) -> Motion:
     return motion
 
 
-def read_sage_motion(path: str | os.PathLike[str]) -> JointTrajectory:
-    """A SAGE motion file as a :class:`JointTrajectory` at 50 Hz (jaw fraction → gripper rad)."""
-    path = Path(path)
-    try:
-        with path.open(newline="") as handle:
-            rows = list(csv.reader(handle))
-    except OSError as err:
-        raise MotionError(f"cannot read motion file {path}: {err}") from err
-    if not rows:
-        raise MotionError(f"{path}: empty motion file")
-    header = [h.strip() for h in rows[0]]
-    if header != list(SAGE_JOINT_NAMES):
-        raise MotionError(f"{path}: header {header} is not {list(SAGE_JOINT_NAMES)}")
-    samples = []
-    for number, row in enumerate(rows[1:], start=2):
-        if not row or not any(cell.strip() for cell in row):
-            continue
-        try:
-            values = [float(cell) for cell in row]
-        except ValueError as err:
-            raise MotionError(f"{path}:{number}: {err}") from err
-        if len(values) != len(SAGE_JOINT_NAMES) or not all(math.isfinite(v) for v in values):
-            raise MotionError(f"{path}:{number}: expected {len(SAGE_JOINT_NAMES)} finite numbers, got {row}")
-        samples.append(sage_to_rad(values))
-    if not samples:
-        raise MotionError(f"{path}: no motion rows")
-    return JointTrajectory(np.arange(len(samples)) / SAGE_RATE_HZ, np.array(samples))
-
-
 def trajectory_motion(trajectory: JointTrajectory | Sequence[Sequence[float]], loop: bool = False,
-                      rate_hz: float = SAGE_RATE_HZ) -> Motion:
+                      rate_hz: float = MOTION_RATE_HZ) -> Motion:
     """Play a trajectory (or rows of joint angles at ``rate_hz``) from its first sample."""
     if not isinstance(trajectory, JointTrajectory):
         rows = np.asarray(trajectory, dtype=float)

@@ -41,7 +41,7 @@ import mujoco
 import numpy as np
 
 from so101_common.joints import JOINT_NAMES, STEPS_PER_TURN
-from so101_driver.control_table import Register
+from so101_feetech.control_table import Register
 from so101_virtual.firmware import (
     CURRENT_LSB,
     FirmwareInputs,

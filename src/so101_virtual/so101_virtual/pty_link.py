@@ -5,7 +5,7 @@ instruction would look like a status packet to the client), keeps the slave open
 (so the master never sees a hang-up when the client closes and reopens the port), optionally points
 a symlink at the slave (``/tmp/so101_follower`` → ``/dev/pts/N``), and serves the bus in a background
 thread: it reads the master with ``select``, frames instructions with
-:class:`~so101_driver.protocol.PacketParser` and writes each reply when it is due
+:class:`~so101_feetech.protocol.PacketParser` and writes each reply when it is due
 (:class:`~so101_virtual.bus_server.BusTiming`; the replies to one request leave together when the
 last one is due, so nothing arrives early and there is one wake-up per request). The client opens :attr:`PtyLink.device_path` (or the
 link) with ``scservo_sdk.PortHandler`` like a real port.
@@ -30,7 +30,7 @@ import threading
 import time
 import tty
 
-from so101_driver.protocol import Packet, PacketParser
+from so101_feetech.protocol import Packet, PacketParser
 
 from .bus_server import BusServer
 

@@ -45,12 +45,13 @@ from typing import Any
 import numpy as np
 
 from so101_common.joints import JOINT_NAMES, JOINTS, STEPS_PER_TURN
+from so101_common.sage import read_motion_file
 from so101_common.trajectory import JointTrajectory
-from so101_driver.calibration import MotorCalibration, save_calibration
-from so101_driver.control_table import Register, encode_register
+from so101_feetech.calibration import MotorCalibration, save_calibration
+from so101_feetech.control_table import Register, encode_register
 from so101_virtual.bus_server import BusServer, BusTiming
 from so101_virtual.faults import FaultInjector
-from so101_virtual.motion import Motion, builtin_motion, read_sage_motion, trajectory_motion
+from so101_virtual.motion import Motion, builtin_motion, trajectory_motion
 from so101_virtual.physics import STEPS_PER_RAD, ArmPhysics, JointMechanics, PhysicsError
 from so101_virtual.profiles import GapProfile, load_profile
 from so101_virtual.pty_link import PtyLink
@@ -299,7 +300,7 @@ def _as_motion(motion: Any, loop: bool) -> Motion:
     if motion is None:
         return builtin_motion()
     if isinstance(motion, (str, os.PathLike)):
-        return trajectory_motion(read_sage_motion(motion), loop=loop)
+        return trajectory_motion(read_motion_file(Path(motion)), loop=loop)
     if isinstance(motion, JointTrajectory):
         return trajectory_motion(motion, loop=loop)
     if callable(motion):

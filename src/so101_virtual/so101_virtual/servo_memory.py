@@ -39,7 +39,7 @@ import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from so101_driver.control_table import (
+from so101_feetech.control_table import (
     MODEL_NUMBER_STS3215,
     TABLE_SIZE,
     Area,

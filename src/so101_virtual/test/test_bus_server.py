@@ -2,8 +2,8 @@
 
 import pytest
 
-from so101_driver.control_table import FEEDBACK_BLOCK, Register, encode_register
-from so101_driver.protocol import (
+from so101_feetech.control_table import FEEDBACK_BLOCK, Register, encode_register
+from so101_feetech.protocol import (
     BROADCAST_ID,
     ERROR_INSTRUCTION,
     Instruction,

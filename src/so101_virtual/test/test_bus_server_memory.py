@@ -4,7 +4,7 @@ import threading
 
 import pytest
 
-from so101_driver.control_table import TABLE_SIZE, Register, encode_register
+from so101_feetech.control_table import TABLE_SIZE, Register, encode_register
 from so101_virtual.servo_memory import EEPROM_END, ServoMemory, make_servos
 
 

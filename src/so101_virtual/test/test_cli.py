@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import scservo_sdk as scs
 
-from so101_driver.calibration import load_calibration
+from so101_feetech.calibration import load_calibration
 from so101_testing import NodeProcess, run_cli, wait_for
 from so101_virtual import cli
 from so101_virtual.faults import send_fault_command

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 import pytest
 import scservo_sdk as scs
 
-from so101_driver.control_table import FEEDBACK_BLOCK, Register
+from so101_feetech.control_table import FEEDBACK_BLOCK, Register
 from so101_virtual.bus_server import BusServer, BusTiming
 from so101_virtual.faults import FaultCommandError, FaultControlServer, FaultInjector, send_fault_command
 from so101_virtual.pty_link import PtyLink

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from so101_driver.control_table import Register, encode_register
+from so101_feetech.control_table import Register, encode_register
 from so101_virtual.firmware import (
     OVERCURRENT,
     OVERHEAT,

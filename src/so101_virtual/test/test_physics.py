@@ -13,7 +13,7 @@ import pytest
 
 from so101_common.joints import JOINT_NAMES, JOINTS
 from so101_description.paths import mjcf_path
-from so101_driver.control_table import Register, encode_register
+from so101_feetech.control_table import Register, encode_register
 from so101_virtual.physics import STEPS_PER_RAD, ArmPhysics, JointMechanics, PhysicsError
 from so101_virtual.profiles import load_profile, profile_from_dict
 from so101_virtual.servo_memory import ServoMemory

@@ -12,8 +12,8 @@ import pytest
 import scservo_sdk as scs
 
 from so101_common.joints import JOINT_NAMES, JOINTS
-from so101_driver.calibration import load_calibration, rad_to_raw, raw_to_rad
-from so101_driver.control_table import Register, decode_register, encode_register
+from so101_feetech.calibration import load_calibration, rad_to_raw, raw_to_rad
+from so101_feetech.control_table import Register, decode_register, encode_register
 from so101_testing import wait_for
 from so101_virtual.bus_server import BusTiming
 from so101_virtual.robot import (

@@ -12,7 +12,7 @@ from lerobot.motors import Motor, MotorCalibration, MotorNormMode
 from lerobot.motors.feetech import FeetechMotorsBus
 
 from so101_common.joints import JOINT_NAMES, gripper_rad_to_percent
-from so101_driver.calibration import load_calibration
+from so101_feetech.calibration import load_calibration
 from so101_virtual.bus_server import BusTiming
 from so101_virtual.robot import VirtualSO101
 

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 import scservo_sdk as scs
 
-from so101_driver.control_table import FEEDBACK_BLOCK, Register, decode_register, encode_sign_magnitude
-from so101_driver.protocol import BROADCAST_ID, Instruction, PacketParser, StatusPacket, encode_instruction
+from so101_feetech.control_table import FEEDBACK_BLOCK, Register, decode_register, encode_sign_magnitude
+from so101_feetech.protocol import BROADCAST_ID, Instruction, PacketParser, StatusPacket, encode_instruction
 from so101_testing import wait_for
 from so101_virtual.bus_server import BusServer, BusTiming
 from so101_virtual.pty_link import PtyLink, line_speed

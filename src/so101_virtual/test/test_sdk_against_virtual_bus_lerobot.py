@@ -7,7 +7,7 @@ import pytest
 from lerobot.motors import Motor, MotorCalibration, MotorNormMode
 from lerobot.motors.feetech import FeetechMotorsBus
 
-from so101_driver.control_table import Register
+from so101_feetech.control_table import Register
 from so101_testing import wait_for
 from so101_virtual.bus_server import BusServer, BusTiming
 from so101_virtual.pty_link import PtyLink

@@ -12,11 +12,12 @@ import argparse
 import sys
 from pathlib import Path
 
+from so101_common import topics
 from so101_common.paired_dataset import DatasetError
+from so101_common.sage import SageFormatError
 from so101_sim2real.analysis.report import ReportError, summarize, write_report
 from so101_sim2real.pairing.align import AlignConfig, AlignmentError
 from so101_sim2real.pairing.pair import PairError, pair_inputs
-from so101_sim2real.replay.sage import SageFormatError
 
 __all__ = ["add_arguments", "run"]
 
@@ -26,10 +27,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sim", required=True, help="sim run: bag, SAGE sim folder/root, or 'mujoco'")
     parser.add_argument("--out", required=True, type=Path, help="paired dataset folder to write")
     parser.add_argument("--rate", type=float, default=50.0, help="grid rate of the dataset, Hz (default 50)")
-    parser.add_argument("--real-topic", default="/joint_states", help="real JointState topic in a bag")
-    parser.add_argument("--command-topic", default="/joint_command", help="real command topic in a bag")
-    parser.add_argument("--sim-topic", default="/isaac_joint_states", help="sim JointState topic in a bag")
-    parser.add_argument("--sim-command-topic", default="/isaac_joint_command", help="sim command topic in a bag")
+    parser.add_argument("--real-topic", default=topics.absolute(topics.JOINT_STATES), help="real JointState topic in a bag")
+    parser.add_argument("--command-topic", default=topics.absolute(topics.JOINT_COMMAND), help="real command topic in a bag")
+    parser.add_argument("--sim-topic", default=topics.SIM_STATES, help="sim JointState topic in a bag")
+    parser.add_argument("--sim-command-topic", default=topics.SIM_COMMAND, help="sim command topic in a bag")
     parser.add_argument("--max-offset", type=float, default=None, help="bound on the clock offset searched, s")
     parser.add_argument("--no-drift", action="store_true", help="fit a clock offset only, no drift")
     parser.add_argument("--report", type=Path, default=None,

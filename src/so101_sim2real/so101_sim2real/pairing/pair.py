@@ -18,11 +18,11 @@ from typing import TYPE_CHECKING, Any
 
 from tqdm import tqdm
 
+from so101_common import sage, topics
 from so101_common.paired_dataset import FaultSpan, PairedDataset, PairedEpisode
 from so101_common.servo_faults import format_fault
 from so101_common.trajectory import JointTrajectory
 from so101_sim2real.pairing.align import AlignConfig, AlignmentError, ClockFit, align_episode
-from so101_sim2real.replay import sage
 
 if TYPE_CHECKING:
     from so101_sim2real.replay.mujoco_backend import MujocoSim
@@ -98,9 +98,9 @@ def pair_runs(real_runs: list[Run], sim: list[Run] | Callable[[Run], tuple[Run, 
     return dataset
 
 
-def pair_inputs(real: str | Path, sim: str | Path, config: AlignConfig, real_topic: str = "/joint_states",
-                command_topic: str = "/joint_command", sim_topic: str = "/isaac_joint_states",
-                sim_command_topic: str = "/isaac_joint_command", progress: bool = True) -> PairedDataset:
+def pair_inputs(real: str | Path, sim: str | Path, config: AlignConfig, real_topic: str = topics.absolute(topics.JOINT_STATES),
+                command_topic: str = topics.absolute(topics.JOINT_COMMAND), sim_topic: str = topics.SIM_STATES,
+                sim_command_topic: str = topics.SIM_COMMAND, progress: bool = True) -> PairedDataset:
     """Pair the runs under ``real`` with those under ``sim`` (a bag, a SAGE folder/root, or :data:`MUJOCO`)."""
     real_runs = load_runs(real, "real", real_topic, command_topic)
     if str(sim) == MUJOCO:

@@ -21,13 +21,13 @@ from pathlib import Path
 import numpy as np
 from rosbags.typesys import Stores, get_typestore
 
+from so101_common import sage, topics
 from so101_common.joints import JOINT_NAMES
 from so101_common.trajectory import JointTrajectory
 from so101_recorder.bag_reader import Bag, read_topic_pair
 from so101_recorder.bag_writer import EpisodeWriter
 from so101_recorder.errors import RecorderError
 from so101_recorder.metadata import EpisodeMetadata
-from so101_sim2real.replay import sage
 
 __all__ = [
     "ReplayError",
@@ -47,10 +47,10 @@ __all__ = [
 _LOG = logging.getLogger(__name__)
 
 JOINT_STATE_TYPE = "sensor_msgs/msg/JointState"
-COMMAND_TOPIC = "/joint_command"
-STATE_TOPIC = "/joint_states"
-SIM_COMMAND_TOPIC = "/isaac_joint_command"
-SIM_STATE_TOPIC = "/isaac_joint_states"
+COMMAND_TOPIC = topics.absolute(topics.JOINT_COMMAND)
+STATE_TOPIC = topics.absolute(topics.JOINT_STATES)
+SIM_COMMAND_TOPIC = topics.SIM_COMMAND
+SIM_STATE_TOPIC = topics.SIM_STATES
 
 
 class ReplayError(ValueError):

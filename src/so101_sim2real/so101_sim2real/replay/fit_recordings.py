@@ -12,16 +12,16 @@ from pathlib import Path
 
 import numpy as np
 
+from so101_common import sage, topics
 from so101_common.trajectory import JointTrajectory
 from so101_recorder.bag_reader import read_topic_pair
 from so101_recorder.errors import RecorderError
-from so101_sim2real.replay import sage
 from so101_virtual.sysid.recording import Recording, RecordingError
 
 __all__ = ["load_sage_recordings", "load_bag_recordings", "split_holdout", "COMMAND_TOPIC", "STATE_TOPIC"]
 
-COMMAND_TOPIC = "/joint_command"  # what the driver was told (after the compensator and safety filter)
-STATE_TOPIC = "/joint_states"
+COMMAND_TOPIC = topics.absolute(topics.JOINT_COMMAND)  # what the driver was told (after the compensator and safety filter)
+STATE_TOPIC = topics.absolute(topics.JOINT_STATES)
 
 
 def _on_command_times(name: str, command: JointTrajectory, state: JointTrajectory, source: str) -> Recording:

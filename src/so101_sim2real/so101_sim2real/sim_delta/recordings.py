@@ -42,7 +42,7 @@ class Recording:
 
 
 def _from_run(folder: Path) -> Recording:
-    from so101_sim2real.replay import sage
+    from so101_common import sage
 
     try:
         command, state = sage.run_to_trajectories(sage.read_run(folder, kind="real"))
@@ -62,7 +62,7 @@ def _from_run(folder: Path) -> Recording:
 
 def load_recordings(roots: Sequence[str | Path]) -> list[Recording]:
     """Every SAGE real run under ``roots`` (a run folder, or a folder of them), sorted by name."""
-    from so101_sim2real.replay import sage
+    from so101_common import sage
 
     recordings: list[Recording] = []
     for root in roots:

@@ -2,7 +2,7 @@
 
 The arm is built exactly as ``so101 virtual-bus`` builds it (:class:`~so101_virtual.physics.ArmPhysics`
 over six :class:`~so101_virtual.servo_memory.ServoMemory` control tables, the profile's firmware, motor,
-gearbox and encoder), with LeRobot's servo settings (:data:`so101_driver.bus.LEROBOT_SERVO_SETTINGS`:
+gearbox and encoder), with LeRobot's servo settings (:data:`so101_feetech.control_table.LEROBOT_SERVO_SETTINGS`:
 P 16, D 32, I 0, Acceleration 254) and torque on, placed at the recording's first measured state.
 Each command is written to ``Goal_Position`` at its recorded time stamp (the real loop's timing and
 jitter included), and ``Present_Position`` is read at that same instant before the new goal can act,
@@ -15,8 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from so101_common.joints import JOINTS
-from so101_driver.bus import LEROBOT_GRIPPER_SETTINGS, LEROBOT_SERVO_SETTINGS
-from so101_driver.control_table import Register
+from so101_feetech.control_table import LEROBOT_GRIPPER_SETTINGS, LEROBOT_SERVO_SETTINGS, Register
 from so101_virtual.physics import STEPS_PER_RAD, ArmPhysics, JointMechanics
 from so101_virtual.profiles import GapProfile, load_profile
 from so101_virtual.servo_memory import ServoMemory

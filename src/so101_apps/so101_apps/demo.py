@@ -1,0 +1,164 @@
+"""``so101 demo``: the sim-to-real loop end to end on the embedded default robot, judged held-out.
+
+1. start the virtual SO-101 (a gap profile) on a pseudo-terminal;
+2. run the deploy graph (its driver in its own process) — scripted motion (the policy's place, with its future as the
+   action chunk) → GapONet compensator → safety filter → driver (real ``scservo_sdk`` over the pty) —
+   printing live joint states; every motion is recorded as its own rosbag2 (MCAP) episode;
+3. replay the recorded commands in the built-in MuJoCo simulator, pair real and sim, and write the
+   gap reports (HTML + PNG).
+
+By default the demo closes the loop on motions the compensator never saw: excitation episodes
+(``excitation-<seed>``) and the evaluation motions without compensation → paired datasets → a GapONet
+compensator trained on the excitation episodes only → the evaluation motions again, compensated →
+before/after comparison on the evaluation motions (``comparison/comparison.json``, HTML + PNG, and a
+printed per-joint table). ``--single`` runs one motion once (with the shipped model unless
+``--no-compensation``).
+
+Faults are not gaps: a servo fault (overload, overheat, voltage, lost servo) stops the motion, keeps what
+was recorded, prints the joint and the fault and ends the demo with exit status 1
+(:class:`so101_apps.motion_runs.ServoFaultStop`); it never reaches pairing or training as a "gap".
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from dataclasses import replace
+from datetime import datetime
+from pathlib import Path
+
+from so101_apps.motion_runs import MotionSpec
+from so101_apps.session import run_session
+from so101_bringup.node_specs import GraphOptions
+from so101_bringup.share import config_dir
+from so101_common import topics
+from so101_common.joints import JOINT_NAMES, SHORT_NAMES
+from so101_common.paired_dataset import PairedDataset
+from so101_policy.motions import EXCITATION_PREFIX
+from so101_ros.ros_env import apply_private_ros_env
+
+__all__ = ["add_arguments", "run"]
+
+DEFAULT_EVAL_MOTIONS = ("multisine", "chirp_sweep")  # config/motions/<name>.txt: real SAGE motions
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--profile", default="default", help="gap profile of the virtual arm (name or YAML file)")
+    parser.add_argument("--eval-motion", nargs="+", default=None, metavar="FILE",
+                        help="evaluation motions, never trained on (SAGE motion files or built-in names; default "
+                             f"config/motions/{{{','.join(DEFAULT_EVAL_MOTIONS)}}}.txt)")
+    parser.add_argument("--excitation", type=int, default=2, help="excitation episodes the compensator is trained on")
+    parser.add_argument("--excitation-seconds", type=float, default=30.0, help="seconds per excitation episode")
+    parser.add_argument("--motion", default="sweep", help="with --single: built-in motion (sweep, wave, hold), "
+                                                          "excitation-<seed> or SAGE motion file")
+    parser.add_argument("--duration", type=float, default=0.0, help="seconds of a built-in motion (default 12)")
+    parser.add_argument("--out", type=Path, default=None, help="output folder (default runs/demo-<time>)")
+    parser.add_argument("--single", action="store_true",
+                        help="one episode only (shipped GapONet model) instead of baseline → train → compensated")
+    parser.add_argument("--no-compensation", action="store_true", help="with --single: policy straight into safety")
+    parser.add_argument("--gaponet-model", type=Path, default=None,
+                        help="with --single: this compensator model instead of the shipped one (ONNX, or "
+                             "TorchScript: that is code, torch.jit.load runs it; use only files you trust)")
+    parser.add_argument("--epochs", type=int, default=30, help="GapONet training epochs in the loop (default 30)")
+    parser.add_argument("--print-period", type=float, default=1.0, help="seconds between live joint-state lines")
+    parser.add_argument("--no-analysis", action="store_true", help="stop after recording (no replay/pair/report)")
+
+
+def _pair(bags: dict[str, Path], out: Path) -> PairedDataset:
+    """One paired dataset of the recorded motions (episodes named after the motions) beside a MuJoCo replay."""
+    from so101_sim2real.pairing.align import AlignConfig
+    from so101_sim2real.pairing.pair import load_runs, mujoco_replayer, pair_runs
+
+    # The sim replays what the policy asked for (not the compensated command the driver got): the gap
+    # is then "real arm vs what the sim would have done", the quantity compensation exists to close.
+    runs = [dataclasses.replace(run, name=name) for name, bag in bags.items()
+            for run in load_runs(bag, "real", topics.absolute(topics.JOINT_STATES), topics.absolute(topics.POLICY_COMMAND))]
+    dataset = pair_runs(runs, mujoco_replayer(), AlignConfig(), progress=False)
+    dataset.save(out / "dataset")
+    return dataset
+
+
+def _analyse(bags: dict[str, Path], out: Path) -> dict:
+    from so101_sim2real.analysis.report import summarize, write_report
+
+    dataset = _pair(bags, out)
+    summary = summarize(dataset, source=str(out / "dataset"))
+    page = write_report(dataset, summary, out / "report")
+    print(f"   paired with a MuJoCo replay: {out / 'dataset'}; report {page}")
+    return summary
+
+
+def _train(dataset: Path, out: Path, epochs: int) -> Path:
+    from so101_gaponet.export import train_and_export
+
+    model = out / "gaponet_trained.onnx"
+    print(f"\n== training a GapONet compensator on {dataset} ({epochs} epochs; the evaluation motions are not in it)")
+    figures = train_and_export([dataset], model, "onnx", epochs=epochs, progress=False)
+    print(f"   wrote {model}: validation loss {figures['initial_validation_loss']:.4f} → "
+          f"{figures['validation_loss']:.4f}")
+    return model
+
+
+def _options(folder: Path, args: argparse.Namespace, compensation: bool, model: Path | None, task: str) -> GraphOptions:
+    opts = GraphOptions(port="", compensation=compensation, motion=args.motion, motion_duration=args.duration,
+                        autostart_motion=False, hold_start_pose=True, record=True,
+                        bag_root=str(folder / "bags"), task=task, gap_profile=args.profile)
+    return replace(opts, gaponet_model=str(model)) if model is not None else opts
+
+
+def _eval_motions(args: argparse.Namespace) -> list[MotionSpec]:
+    sources = args.eval_motion or [str(config_dir() / "motions" / f"{name}.txt") for name in DEFAULT_EVAL_MOTIONS]
+    motions = [MotionSpec(Path(source).stem, source, args.duration) for source in sources]
+    if len({m.name for m in motions}) != len(motions):
+        raise ValueError(f"evaluation motions need distinct names (file stems): {[m.name for m in motions]}")
+    return motions
+
+
+def run(args: argparse.Namespace) -> int:
+    apply_private_ros_env()
+    out = args.out or Path("runs") / f"demo-{datetime.now():%Y%m%d-%H%M%S}"
+    if args.single or args.no_analysis:
+        label = "uncompensated" if args.no_compensation else "compensated"
+        name = Path(args.motion).stem
+        recorded = run_session(label, _options(out / label, args, not args.no_compensation, args.gaponet_model, name),
+                               [MotionSpec(name, args.motion, args.duration)], args.print_period)
+        if not args.no_analysis:
+            _analyse({name: recorded[name].bag}, out / label)
+        print(f"\ndone: everything is under {out}")
+        return 0
+
+    from so101_sim2real.analysis.report import write_comparison
+
+    evaluation = _eval_motions(args)
+    excitation = [MotionSpec(f"{EXCITATION_PREFIX}{seed}", f"{EXCITATION_PREFIX}{seed}", args.excitation_seconds)
+                  for seed in range(args.excitation)]
+    if {m.name for m in excitation} & {m.name for m in evaluation}:
+        raise ValueError("an evaluation motion may not be an excitation (training) motion")
+    recorded = run_session("uncompensated: excitation, then the evaluation motions",
+                           _options(out / "uncompensated", args, False, None, "demo"),
+                           [*excitation, *evaluation], args.print_period)
+    print("\n== pairing the excitation episodes with a MuJoCo replay")
+    _pair({m.name: recorded[m.name].bag for m in excitation}, out / "excitation")
+    baseline = _analyse({m.name: recorded[m.name].bag for m in evaluation}, out / "baseline")
+    model = _train(out / "excitation" / "dataset", out, args.epochs)
+    compensated_runs = run_session("compensated: the evaluation motions",
+                                   _options(out / "compensated", args, True, model, "demo"), evaluation,
+                                   args.print_period)
+    compensated = _analyse({name: run.bag for name, run in compensated_runs.items()}, out / "compensated")
+    comparison = write_comparison([baseline, compensated], ["baseline", "compensated"], out / "comparison")
+    _print_comparison(comparison, [m.name for m in evaluation])
+    print(f"\ndone: everything is under {out}; before/after report in {out / 'comparison'}")
+    return 0
+
+
+def _print_comparison(comparison: dict, motions: list[str]) -> None:
+    """Per-joint position RMSE (real vs MuJoCo replay) before and after compensation."""
+    rmse = comparison["delta"]["position"]["rmse"]
+    print(f"\n   position gap to the MuJoCo replay on motions not trained on ({', '.join(motions)}), rmse [rad]")
+    print("   " + "".join(f"{SHORT_NAMES[n]:>9}" for n in JOINT_NAMES))
+    for key, label in (("before", "baseline"), ("after", "compensated"), ("change_percent", "change %")):
+        print("   " + "".join(f"{_format(rmse[key].get(n)):>9}" for n in JOINT_NAMES) + f"   {label}")
+
+
+def _format(value: object) -> str:
+    return f"{value:+.4f}" if isinstance(value, (int, float)) else "-"

@@ -1,0 +1,44 @@
+"""Bad input to any ``so101`` command: exit status 1, one line on stderr naming the problem, no traceback."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from so101_apps.cli import main as so101
+
+BAD_INPUTS = [
+    (["virtual-bus", "--profile", "nosuch"], "unknown gap profile 'nosuch'"),
+    (["pair", "--real", "{tmp}/missing", "--sim", "mujoco", "--out", "{tmp}/paired"], "does not exist"),
+    (["analyze", "{tmp}/missing"], "is not a paired dataset"),
+    (["replay", "--motion", "{tmp}/missing.txt", "--out", "{tmp}/replayed"], "cannot read motion file"),
+    (["record", "--recover", "{tmp}/missing_bag"], "cannot read bag"),
+    (["export-lerobot", "--bags", "{tmp}/missing_bag", "--root", "{tmp}/exported"], "cannot read bag"),
+    (["train-gaponet", "--dataset", "{tmp}/missing", "--out", "{tmp}/model.onnx"], "is not a paired dataset"),
+    (["scan", "--port", "{tmp}/no_such_port"], "cannot open"),
+]
+
+
+def _one_error_line(err: str, expected: str) -> None:
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and expected in lines[0], err
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize(("argv", "expected"), BAD_INPUTS, ids=[argv[0] for argv, _ in BAD_INPUTS])
+def test_bad_input_is_one_line_and_exit_1(argv, expected, tmp_path, capfd):
+    assert so101([a.format(tmp=tmp_path) for a in argv]) == 1
+    _one_error_line(capfd.readouterr().err, expected)
+
+
+def test_a_child_process_error_reaches_the_console_as_its_one_line(tmp_path):
+    """``so101 demo`` starts the virtual arm as a child: its message, not the parent's traceback."""
+    done = subprocess.run([sys.executable, "-m", "so101_apps.cli", "demo", "--profile", "nosuch", "--single",
+                           "--out", str(tmp_path / "run")], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1
+    _one_error_line(done.stderr, "so101 demo: error: the virtual SO-101 did not start: so101 virtual-bus: unknown "
+                                 "gap profile 'nosuch'; shipped profiles: default")
+    assert str(Path(tmp_path / "run")) in done.stderr  # where the child's whole log is

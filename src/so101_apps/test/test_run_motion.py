@@ -1,0 +1,114 @@
+"""``so101 run-motion`` on the virtual SO-101, and faults that stop it (and the demo) instead of becoming gaps."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from so101_common import sage
+from so101_recorder.metadata import load_episode
+from so101_testing import best_lagged_correlation, private_ros_env
+
+OVERLOADED = Path(__file__).parent / "fixtures" / "overloaded.yaml"
+ARM_JOINTS = ("shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll")
+
+
+def _so101(*args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "so101_apps.cli", *args], env=private_ros_env(),
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def test_run_motion_records_a_bag_and_a_sage_real_run(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    result = _so101("run-motion", "--motion", "wave", "--duration", "3", "--format", "sage", "--print-period", "1",
+                    "--out", str(out))
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    (bag,) = [p for p in (out / "bags").iterdir() if p.is_dir()]
+    episode = load_episode(bag)
+    assert episode is not None and episode.task == "wave" and episode.faults == [] and episode.status == "complete"
+    run = sage.read_run(out / "real" / "so101" / "custom" / "wave", kind="real")
+    assert [name for name, _ in run.events] == ["CONTROL_MODE_ENABLE", "MOTION_START", "DISABLE"]
+    disabled = run.event_time("DISABLE")
+    assert disabled is not None and disabled > 3.0  # the whole motion
+    command, state = sage.run_to_trajectories(run)
+    assert len(command) == len(state) > 100 and np.array_equal(command.time, state.time)  # SAGE: a state per command
+    # the arm followed the wave on every joint the wave moves (lag, sag and a loaded machine's jitter aside)
+    moving = np.ptp(command.position, axis=0) > 0.1
+    assert moving.sum() >= 3
+    for j in np.flatnonzero(moving):
+        best = best_lagged_correlation(command.position[:, j], state.position[:, j])
+        assert best > 0.8, f"{command.names[j]}: state does not follow the command (best correlation {best:.2f})"
+
+
+def test_a_servo_fault_stops_run_motion_keeps_the_recording_and_exits_non_zero(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    result = _so101("run-motion", "--profile", str(OVERLOADED), "--motion", "wave", "--duration", "20",
+                    "--print-period", "1", "--out", str(out))
+    assert result.returncode == 1, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "servo fault during wave" in result.stderr and ": overload from " in result.stderr
+    assert "FAULT " in result.stdout and "stopping the motion" in result.stdout
+    (bag,) = [p for p in (out / "bags").iterdir() if p.is_dir()]
+    episode = load_episode(bag)
+    assert episode is not None and episode.status == "complete" and episode.stop_time_ns is not None
+    assert episode.faults and {s.fault for s in episode.faults} == {"overload"}
+    assert {s.joint for s in episode.faults} <= set(ARM_JOINTS)
+    assert any(f"{s.joint}: overload" in result.stderr for s in episode.faults)  # the joint, where the user looks
+    assert (episode.stop_time_ns - episode.start_time_ns) * 1e-9 < 15.0  # stopped, not played to the end
+
+
+def test_a_servo_fault_stops_the_demo_before_anything_is_trained_on_it(tmp_path: Path) -> None:
+    out = tmp_path / "demo"
+    result = _so101("demo", "--profile", str(OVERLOADED), "--excitation", "1", "--excitation-seconds", "20",
+                    "--eval-motion", "wave", "--duration", "4", "--print-period", "1", "--out", str(out))
+    assert result.returncode == 1, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "servo fault during excitation-0" in result.stderr
+    assert "training a GapONet" not in result.stdout and not (out / "excitation").exists()
+    (bag,) = [p for p in (out / "uncompensated" / "bags").iterdir() if p.is_dir()]
+    assert load_episode(bag).faults  # kept, with the fault
+
+
+def _child_with(parent: int, module: str) -> int:
+    """The pid of ``parent``'s child process running ``python -m module``."""
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+            ppid = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue  # gone meanwhile
+        if ppid == parent and module.encode() in argv:
+            return int(proc.name)
+    raise AssertionError(f"no child of {parent} runs {module}")
+
+
+def test_a_driver_that_dies_mid_motion_ends_run_motion_with_its_exit_and_keeps_the_episode(tmp_path: Path) -> None:
+    """run-motion runs the driver in its own process: when it dies, the episode under way is closed and kept,
+    and run-motion ends non-zero naming the driver's exit, instead of recording a silent arm to the end."""
+    import os
+    import signal
+
+    from so101_testing import wait_for
+
+    out = tmp_path / "out"
+    process = subprocess.Popen([sys.executable, "-m", "so101_apps.cli", "run-motion", "--motion", "wave", "--duration",
+                                "30", "--print-period", "1", "--out", str(out)],
+                               env=private_ros_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        bags = out / "bags"
+        assert wait_for(lambda: bags.is_dir() and any(p.is_dir() for p in bags.iterdir()), timeout=120), "no episode started"
+        os.kill(_child_with(process.pid, "so101_driver.driver_node"), signal.SIGKILL)
+        _, stderr = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == 1, stderr[-3000:]
+    assert "node DriverNode: exit status -9" in stderr
+    (bag,) = [p for p in bags.iterdir() if p.is_dir()]
+    episode = load_episode(bag)
+    assert episode is not None and episode.status == "complete" and episode.stop_time_ns is not None
+    assert (episode.stop_time_ns - episode.start_time_ns) * 1e-9 < 25.0  # ended when the driver did, not at the motion's end

@@ -76,7 +76,7 @@ def uncompensated(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Co
     graph = probe = None
     try:
         opts = GraphOptions(port=str(link), calibration_file=str(calibration), compensation=False,
-                            autostart_motion=False)  # the motion player stays silent: this test is the policy
+                            command_source="motion", autostart_motion=False)  # the motion player stays silent: this test is the policy
         graph = ComposedGraph(deploy_graph(opts), own_process={"DriverNode"}).start()
         probe = deploy.PolicyProbe()
         assert deploy.wait_for(lambda: probe.measured is not None and bool(probe.safety_status),

@@ -37,7 +37,7 @@ def test_two_arms_in_two_namespaces_do_not_cross_talk(tmp_path: Path) -> None:
             arm, link, calibration = deploy.start_virtual_arm(tmp_path / ns.strip("/"))
             arms.append(arm)
             opts = GraphOptions(port=str(link), calibration_file=str(calibration), compensation=False,
-                                autostart_motion=False)  # the motion player stays silent: the probe is the policy
+                                command_source="motion", autostart_motion=False)  # the motion player stays silent: the probe is the policy
             graphs.append(ComposedGraph(deploy_graph(opts), namespace=ns).start())
             probes.append(deploy.PolicyProbe(namespace=ns))
         for probe, arm in zip(probes, arms, strict=True):

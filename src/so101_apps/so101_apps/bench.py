@@ -10,25 +10,34 @@ import argparse
 import importlib
 import logging
 import sys
+from dataclasses import dataclass
 
+from so101_bringup.share import models_dir
 from so101_ros.ros_env import apply_private_ros_env
 
-__all__ = ["BENCH_MODULES", "add_arguments", "run"]
+__all__ = ["BENCHES", "Bench", "add_arguments", "run"]
 
 LOG = logging.getLogger(__name__)
 
-# Package benchmark modules, each exposing benchmarks() -> Iterator[BenchResult].
-BENCH_MODULES: tuple[str, ...] = (
-    "so101_apps.bench_driver",
-    "so101_virtual.sysid.bench",
-    "so101_safety.bench",
-    "so101_gaponet.bench",
-    "so101_policy.bench",
-    "so101_recorder.bench",
-    "so101_sim2real.bench",
-    "so101_sim2real.sim_delta.bench",
-    "so101_fleet.bench",
-    "so101_apps.bench_chain",
+@dataclass(frozen=True)
+class Bench:
+    """A package's benchmark module, exposing ``benchmarks(...) -> Iterator[BenchResult]``."""
+
+    module: str
+    shipped_model: str = ""  # a file of the installed models/ passed as ``model_path`` (the model it times)
+
+
+BENCHES: tuple[Bench, ...] = (
+    Bench("so101_apps.bench_driver"),
+    Bench("so101_virtual.sysid.bench"),
+    Bench("so101_safety.bench"),
+    Bench("so101_gaponet.bench", "gaponet_so101_default.onnx"),
+    Bench("so101_policy.bench"),
+    Bench("so101_recorder.bench"),
+    Bench("so101_sim2real.bench"),
+    Bench("so101_sim2real.sim_delta.bench", "so101_sim_delta.onnx"),
+    Bench("so101_fleet.bench"),
+    Bench("so101_apps.bench_chain"),
 )
 
 
@@ -39,15 +48,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     apply_private_ros_env()  # some benchmarks start nodes: keep DDS on loopback
-    modules = args.only if args.only else BENCH_MODULES
+    unknown = sorted(set(args.only or ()) - {b.module for b in BENCHES})
+    if unknown:
+        raise ValueError(f"no benchmark module {unknown}; they are {[b.module for b in BENCHES]}")
     failures = 0
-    for name in modules:
+    for bench in BENCHES:
+        if args.only and bench.module not in args.only:
+            continue
         try:
-            module = importlib.import_module(name)
-            for result in module.benchmarks():
+            module = importlib.import_module(bench.module)
+            kwargs = {"model_path": models_dir() / bench.shipped_model} if bench.shipped_model else {}
+            for result in module.benchmarks(**kwargs):
                 print(result.to_json(), flush=True)
         except Exception as err:  # one broken benchmark must not hide the others' figures
             failures += 1
-            print(f"benchmark {name} failed: {err}", file=sys.stderr, flush=True)
+            print(f"benchmark {bench.module} failed: {err}", file=sys.stderr, flush=True)
             LOG.debug("benchmark failure", exc_info=True)
     return 1 if failures else 0

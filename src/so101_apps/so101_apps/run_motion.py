@@ -60,7 +60,7 @@ def _options(args: argparse.Namespace) -> GraphOptions:
     # SAGE's and LeRobot's recordings were made with
     return GraphOptions(port="" if virtual else args.port, calibration_file="" if virtual else args.calibration_file,
                         configure_servos=True, compensation=args.compensator is not None,
-                        gaponet_model=str(args.compensator) if args.compensator is not None else "",
+                        gaponet_model=str(args.compensator) if args.compensator is not None else None,
                         autostart_motion=False, hold_start_pose=True, record=True, bag_root=str(args.out / "bags"),
                         task="run-motion", gap_profile=args.profile if virtual else "")
 

@@ -83,18 +83,24 @@ def run_session(label: str, opts: GraphOptions, motions: Sequence[MotionSpec], p
     """Play ``motions`` one after the other on one arm and graph, each recorded as its own episode
     (task = the motion's name); returns what was recorded of each motion. ``virtual``: start the virtual SO-101
     with ``opts.gap_profile`` (else ``opts.port`` and ``opts.calibration_file`` name the real arm)."""
-    arm_text = f"virtual SO-101 (profile {opts.gap_profile})" if virtual else f"SO-101 on {opts.port}"
+    if opts.bag_root is None:
+        raise ValueError("a session records every motion: its GraphOptions need a bag_root")
+    bag_root = Path(opts.bag_root)
+    profile = opts.gap_profile or "default"
+    arm_text = f"virtual SO-101 (profile {profile})" if virtual else f"SO-101 on {opts.port}"
     print(f"\n== {label}: {arm_text}, compensation {'on' if opts.compensation else 'off'}: "
           f"{', '.join(m.name for m in motions)}")
     arm = None
     if virtual:
-        arm, link, calibration = start_virtual_arm(opts.gap_profile, Path(opts.bag_root).parent / "virtual_arm")
+        arm, link, calibration = start_virtual_arm(profile, bag_root.parent / "virtual_arm")
         # configured as LeRobot configures a follower: the arm its gap profile was fitted as
         opts = replace(opts, port=str(link), calibration_file=str(calibration), configure_servos=True)
     recorded: dict[str, RecordedMotion] = {}
     try:
-        # the driver in its own process, as a launch runs it: its bus cycle does not wait on the other nodes' callbacks
-        with ComposedGraph(deploy_graph(replace(opts, motion=motions[0].source)), own_process={DRIVER}) as graph:
+        # the motion player in the policy's seat, recording every episode; the driver in its own process, as a
+        # launch runs it: its bus cycle does not wait on the other nodes' callbacks
+        opts = replace(opts, command_source="motion", motion=motions[0].source, record=True)
+        with ComposedGraph(deploy_graph(opts), own_process={DRIVER}) as graph:
             player = graph.nodes["MotionPlayerNode"]
             assert isinstance(player, MotionPlayerNode)
             monitor = DeployMonitor(player)
@@ -104,7 +110,7 @@ def run_session(label: str, opts: GraphOptions, motions: Sequence[MotionSpec], p
                 motion = load_motion(spec.source, duration=spec.seconds)
                 player.set_motion(motion)
                 recorded[spec.name] = _record_motion(spec.name, motion.duration, player, monitor, recorder, graph,
-                                                     Path(opts.bag_root), print_period, driver_rate_hz)
+                                                     bag_root, print_period, driver_rate_hz)
                 if recorded[spec.name].faults:
                     raise ServoFaultStop(spec.name, recorded[spec.name].faults, recorded)
     finally:

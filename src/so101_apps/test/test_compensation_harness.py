@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from so101_apps.compensation.harness import RATE_HZ, closed_loop
+from so101_bringup.share import models_dir
 from so101_common.joints import JOINT_NAMES, JOINTS
 from so101_common.trajectory import JointTrajectory
 from so101_gaponet.model_file import load_model
-from so101_gaponet.shipped import SHIPPED_MODEL
 
 
 def _move_and_hold() -> JointTrajectory:
@@ -26,7 +26,7 @@ def _move_and_hold() -> JointTrajectory:
 @pytest.mark.parametrize("profile", ["ideal", "worn"])
 def test_shipped_compensator_settles_in_range_on_arms_it_was_not_trained_on(profile: str) -> None:
     motion = _move_and_hold()
-    reported, sent = closed_loop(profile, motion, load_model(SHIPPED_MODEL))
+    reported, sent = closed_loop(profile, motion, load_model(models_dir() / "gaponet_so101_default.onnx"))
     plain, _ = closed_loop(profile, motion)
     last_second = slice(-int(RATE_HZ), None)
     spread = np.ptp(sent[last_second], axis=0)

@@ -10,7 +10,7 @@ starts the nodes.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -63,41 +63,36 @@ class NodeSpec:
 
 @dataclass(frozen=True)
 class GraphOptions:
-    """Typed launch arguments of the teleop and deploy graphs (see ``so101_bringup.graphs`` for each one)."""
+    """Launch arguments of the robot, teleop and deploy graphs, typed, for an in-process run.
 
-    port: str  # follower bus device (the virtual arm's pty when hardware is virtual)
-    calibration_file: str = ""  # '' = the driver's robot_id default path
-    # the driver makes the servos' settings LeRobot's at start (the arm the gap profiles were fitted as; a
-    # real arm loses its accelerations at every power-up, a virtual one boots with factory settings)
-    configure_servos: bool = True
-    leader_port: str = ""  # teleop only
-    leader_calibration_file: str = ""
-    compensation: bool = True  # deploy: GapONet compensator in the chain
-    gaponet_model: str = ""  # '' = the shipped model (share/so101_bringup/models)
-    command_source: str = "motion"  # deploy: "policy" (a trained policy) or "motion" (scripted motion)
-    policy_path: str = ""
-    motion: str = "sweep"
-    motion_duration: float = 0.0  # s, built-in motions only (0 = the motion's default)
-    autostart_motion: bool = True  # False: the motion waits for ~/start (or restart() in-process)
-    hold_start_pose: bool = False  # while waiting, command the motion's first pose
-    record: bool = False
-    bag_root: str = "bags"
-    task: str = "demo"
-    gap_profile: str = ""
+    A field left ``None`` takes the graph's own default: its ``Arg`` in :mod:`so101_bringup.graphs` is the one
+    place launch defaults live, for launch files and in-process graphs alike. The hardware is always ``real``
+    here: an in-process graph drives the bus on ``port`` (start the virtual arm first for a virtual one)."""
+
+    port: str  # follower bus device (the virtual arm's pty when it is virtual)
+    calibration_file: str | None = None  # '' = the driver's robot_id default path
+    configure_servos: bool | None = None  # the driver makes the servos' settings LeRobot's at start
+    leader_port: str | None = None  # teleop only
+    leader_calibration_file: str | None = None
+    compensation: bool | None = None  # deploy: GapONet compensator in the chain
+    gaponet_model: str | None = None  # compensator model file
+    command_source: str | None = None  # deploy: "policy" (a trained policy) or "motion" (scripted motion)
+    policy_path: str | None = None
+    motion: str | None = None
+    motion_duration: float | None = None  # s, built-in motions only (0 = the motion's default)
+    autostart_motion: bool | None = None  # False: the motion waits for ~/start (or restart() in-process)
+    hold_start_pose: bool | None = None  # while waiting, command the motion's first pose
+    record: bool | None = None
+    bag_root: str | None = None
+    task: str | None = None
+    gap_profile: str | None = None
 
     def arguments(self, graph: Graph) -> dict[str, str]:
-        """These options as ``graph``'s launch arguments (those it declares)."""
-        text = {"hardware": "real", "port": self.port, "calibration_file": self.calibration_file,
-                "configure_servos": self.configure_servos,
-                "leader_port": self.leader_port, "leader_calibration_file": self.leader_calibration_file,
-                "compensation": self.compensation, "command_source": self.command_source,
-                "policy_path": self.policy_path, "motion": self.motion, "motion_duration": self.motion_duration,
-                "autostart_motion": self.autostart_motion, "hold_start_pose": self.hold_start_pose,
-                "record": self.record, "bag_root": self.bag_root, "task": self.task, "gap_profile": self.gap_profile}
-        if self.gaponet_model:
-            text["gaponet_model"] = self.gaponet_model
+        """The options that are set, as ``graph``'s launch arguments (those it declares)."""
+        given = {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None}
         declared = {a.name for a in graph.args}
-        return {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in text.items() if k in declared}
+        return {k: str(v).lower() if isinstance(v, bool) else str(v)
+                for k, v in {"hardware": "real", **given}.items() if k in declared}
 
 
 def _share(package: str) -> str:

@@ -16,9 +16,8 @@ from so101_common.bench import BenchResult, percentile, time_calls
 from so101_common.joints import JOINT_NAMES
 from so101_gaponet.compensator import Compensator, CompensatorConfig
 from so101_gaponet.model_file import load_model
-from so101_gaponet.shipped import SHIPPED_MODEL
 
-__all__ = ["benchmarks", "SHIPPED_MODEL"]
+__all__ = ["benchmarks"]
 
 STEPS = 3000
 TARGET_P99_MS = 0.2
@@ -39,7 +38,8 @@ def _step_times(comp: Compensator) -> list[float]:
     return time_calls(step, STEPS)
 
 
-def benchmarks(model_path: Path = SHIPPED_MODEL) -> Iterator[BenchResult]:
+def benchmarks(model_path: Path) -> Iterator[BenchResult]:
+    """``model_path``: the compensator to time (``so101 bench`` passes the shipped one)."""
     model = load_model(model_path)
     config = CompensatorConfig(joints=JOINT_NAMES)
     passthrough = _step_times(Compensator(config))
@@ -51,7 +51,3 @@ def benchmarks(model_path: Path = SHIPPED_MODEL) -> Iterator[BenchResult]:
             better="lower", target=TARGET_P99_MS if q == 99 else None,
         )
 
-
-if __name__ == "__main__":
-    for result in benchmarks():
-        print(result.to_json())

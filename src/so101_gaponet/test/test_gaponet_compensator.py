@@ -14,6 +14,8 @@ from so101_common.joints import JOINT_NAMES
 from so101_gaponet.compensator import Compensator, CompensatorConfig, CompensatorError
 from so101_gaponet.model_file import load_model, save_onnx
 
+SHIPPED_MODEL = Path(__file__).resolve().parents[3] / "models" / "gaponet_so101_default.onnx"  # the workspace's models/: tests run from the source tree
+
 CONFIG = CompensatorConfig(joints=JOINT_NAMES)
 
 
@@ -139,8 +141,6 @@ def test_smoothing_is_a_first_order_low_pass_on_delta(feedback_model) -> None:
 
 
 def test_constant_command_on_a_settled_arm_gives_a_constant_output() -> None:
-    from so101_gaponet.shipped import SHIPPED_MODEL
-
     comp = Compensator(CONFIG, load_model(SHIPPED_MODEL))
     command = np.array([0.3, -0.6, 0.7, 0.5, 0.4, 0.6])
     outputs = []
@@ -163,8 +163,6 @@ def test_a_joint_that_does_not_answer_keeps_its_previous_measurement_and_its_cor
     """The driver reports a faulted servo's joint as NaN: the output stays finite (the integral feedback
     took the NaN in for good before, which made the safety filter refuse every later command and hold the
     arm); that joint's feedback correction waits for its next reading, the other joints' go on."""
-    from so101_gaponet.shipped import SHIPPED_MODEL
-
     model = load_model(SHIPPED_MODEL)
     assert model.metadata.feedback_gain is not None and min(model.metadata.feedback_gain) > 0
     comp = Compensator(CONFIG, model)
@@ -188,8 +186,6 @@ def test_the_feedback_integrates_each_measurement_once() -> None:
     """A step that follows no new measured state (a starved driver: joint states at 15-25 Hz through ROS)
     does not add the same tracking error to the correction again; re-adding it multiplied the loop's gain
     and the correction swung to Δ's bound."""
-    from so101_gaponet.shipped import SHIPPED_MODEL
-
     comp = Compensator(CONFIG, load_model(SHIPPED_MODEL))
     command = np.array([0.3, -0.6, 0.7, 0.5, 0.4, 0.6])
     for i in range(20):
@@ -208,8 +204,6 @@ def test_the_correction_does_not_wind_up_while_the_arm_travels_to_a_far_command(
     that error is no friction or gravity offset, and integrating it wound the correction up to its bound;
     the arm then overshot the pose by as much (through ROS, 0.27 rad on shoulder_lift at the demo's start).
     The correction waits until the error is within the bound, then removes the offset that is left."""
-    from so101_gaponet.shipped import SHIPPED_MODEL
-
     comp = Compensator(CONFIG, load_model(SHIPPED_MODEL))
     command = np.array([0.3, -0.6, 0.7, 0.5, 0.4, 0.6])
     start = command - (comp.delta_bounds + 0.2)

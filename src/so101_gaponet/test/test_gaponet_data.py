@@ -10,9 +10,10 @@ from so101_common.joints import JOINT_NAMES
 from so101_common.paired_dataset import PairedDataset
 from so101_common.trajectory import causal_velocity
 from so101_gaponet import load_model
-from so101_gaponet.shipped import SHIPPED_MODEL
 from so101_gaponet.synthetic import PROFILES, make_dataset, simulate_real
 from so101_gaponet.train import TrainConfig
+
+SHIPPED_MODEL = Path(__file__).resolve().parents[3] / "models" / "gaponet_so101_default.onnx"  # the workspace's models/: tests run from the source tree
 
 
 def test_synthetic_dataset_round_trip(tmp_path: Path) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import rclpy
@@ -12,8 +14,9 @@ from std_srvs.srv import SetBool
 
 from so101_common.joints import JOINT_NAMES
 from so101_gaponet.model_file import load_model
-from so101_gaponet.shipped import SHIPPED_MODEL
 from so101_testing import NodeProcess, wait_for
+
+SHIPPED_MODEL = Path(__file__).resolve().parents[3] / "models" / "gaponet_so101_default.onnx"  # the workspace's models/: tests run from the source tree
 
 
 @pytest.fixture()

@@ -18,7 +18,6 @@ import numpy as np
 from so101_common.bench import BenchResult, percentile, time_calls
 from so101_common.joints import JOINT_NAMES
 from so101_gaponet.model_file import load_model
-from so101_sim2real.sim_delta.cli import SHIPPED_SIM_DELTA
 
 __all__ = ["benchmarks"]
 
@@ -43,7 +42,8 @@ def _filter_times(delta_fn, metadata, reset_state=None) -> list[float]:
     return time_calls(step, STEPS)
 
 
-def benchmarks(model_path: Path = SHIPPED_SIM_DELTA) -> Iterator[BenchResult]:
+def benchmarks(model_path: Path) -> Iterator[BenchResult]:
+    """``model_path``: the sim-delta model to time (``so101 bench`` passes the shipped one)."""
     import time
 
     from so101_sim2real.sim_delta.synthetic import lagged_arm_recording
@@ -65,7 +65,3 @@ def benchmarks(model_path: Path = SHIPPED_SIM_DELTA) -> Iterator[BenchResult]:
                       baseline_name="per-joint linear (ridge) on the same 3 × 20 s synthetic runs, same run",
                       better="lower")
 
-
-if __name__ == "__main__":
-    for result in benchmarks():
-        print(result.to_json())

@@ -19,9 +19,8 @@ import numpy as np
 from so101_sim2real.sim_delta import SIM_DELTA_KINDS
 from so101_sim2real.sim_delta.evaluate import Evaluation
 
-__all__ = ["add_arguments", "run", "format_table", "SHIPPED_SIM_DELTA"]
+__all__ = ["add_arguments", "run", "format_table"]
 
-SHIPPED_SIM_DELTA = Path(__file__).resolve().parents[4] / "models" / "so101_sim_delta.onnx"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

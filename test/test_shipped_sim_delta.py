@@ -12,13 +12,15 @@ from pathlib import Path
 
 import numpy as np
 
+from so101_bringup.share import models_dir
 from so101_common.joints import JOINT_NAMES, SAGE_JOINT_NAMES, gripper_fraction_to_rad
 from so101_gaponet.model_file import read_metadata
-from so101_sim2real.sim_delta.cli import SHIPPED_SIM_DELTA
 from so101_sim2real.sim_delta.recordings import split_heldout
 from so101_testing import run_cli
 
-FIXTURES = Path(__file__).resolve().parents[2] / "so101_common" / "test" / "fixtures" / "sage"
+SHIPPED_SIM_DELTA = models_dir() / "so101_sim_delta.onnx"  # as installed (share/so101_bringup/models)
+
+FIXTURES = Path(__file__).resolve().parents[1] / "src" / "so101_common" / "test" / "fixtures" / "sage"
 REAL_RUN = FIXTURES / "output" / "real" / "so101" / "custom" / "single_joint_elbow"
 
 

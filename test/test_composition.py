@@ -22,6 +22,7 @@ from test_launch_files import ROOT, _share
 from so101_bringup.composition import ComposedGraph
 from so101_bringup.graphs import DEPLOY, TELEOP
 from so101_bringup.node_specs import GraphOptions, deploy_graph, teleop_graph
+from so101_safety.safety_node import SafetyNode
 
 FACTORY_PACKAGES = {"so101_driver", "so101_safety", "so101_gaponet", "so101_policy", "so101_recorder", "so101_bringup"}
 
@@ -77,7 +78,7 @@ def uncompensated(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Co
     try:
         opts = GraphOptions(port=str(link), calibration_file=str(calibration), compensation=False,
                             command_source="motion", autostart_motion=False)  # the motion player stays silent: this test is the policy
-        graph = ComposedGraph(deploy_graph(opts), own_process={"DriverNode"}).start()
+        graph = ComposedGraph(deploy_graph(opts), own_process={"so101_driver"}).start()
         probe = deploy.PolicyProbe()
         assert deploy.wait_for(lambda: probe.measured is not None and bool(probe.safety_status),
                                timeout=deploy.STARTUP_TIMEOUT), f"no joint states:\n{arm.output()}"
@@ -92,12 +93,17 @@ def uncompensated(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Co
 
 def test_composed_graph_has_the_deploy_nodes(uncompensated: tuple[ComposedGraph, deploy.PolicyProbe]) -> None:
     graph, _ = uncompensated
-    assert set(graph.nodes) == {"MotionPlayerNode", "SafetyNode"}
-    assert set(graph.children) == {"DriverNode"} and graph.children["DriverNode"].poll() is None
+    assert set(graph.nodes) == {"motion_player", "safety_filter"}  # by node name
+    assert isinstance(graph.node("safety_filter", SafetyNode), SafetyNode)
+    with pytest.raises(TypeError, match="'motion_player' is a MotionPlayerNode, not a SafetyNode"):
+        graph.node("motion_player", SafetyNode)
+    with pytest.raises(KeyError, match="'so101_driver' runs in its own process"):
+        graph.node("so101_driver", SafetyNode)
+    assert set(graph.children) == {"so101_driver"} and graph.children["so101_driver"].poll() is None
     graph.raise_for_children()  # running: nothing to report
     # what the child was given: its parameter file's value, and the graph's override
-    assert graph.parameter("DriverNode", "rate_hz") == 100.0
-    assert graph.parameter("DriverNode", "port") == next(s for s in graph.specs if s.key == "DriverNode").overrides["port"]
+    assert graph.parameter("so101_driver", "rate_hz") == 100.0
+    assert graph.parameter("so101_driver", "port") == next(s for s in graph.specs if s.key == "so101_driver").overrides["port"]
 
 
 def test_policy_straight_into_safety_without_compensation(
@@ -111,7 +117,7 @@ def test_policy_straight_into_safety_without_compensation(
 
 def test_composed_graph_stops_cleanly(uncompensated: tuple[ComposedGraph, deploy.PolicyProbe]) -> None:
     graph, _ = uncompensated
-    driver = graph.children["DriverNode"]
+    driver = graph.children["so101_driver"]
     graph.stop()
     assert not graph.context.ok() and not graph.nodes and not graph.children
     assert not graph.running
@@ -124,10 +130,10 @@ def test_a_node_in_its_own_process_that_cannot_start_says_why(tmp_path: Path) ->
     specs = deploy_graph(GraphOptions(port=str(tmp_path / "no_such_port"), compensation=False, autostart_motion=False))
     with pytest.raises(ValueError, match="does not have"):
         ComposedGraph(specs, own_process={"Driver"})
-    graph = ComposedGraph([s for s in specs if s.key == "DriverNode"], own_process={"DriverNode"}).start()
+    graph = ComposedGraph([s for s in specs if s.key == "so101_driver"], own_process={"so101_driver"}).start()
     try:
-        assert deploy.wait_for(lambda: graph.children["DriverNode"].poll() is not None, timeout=deploy.STARTUP_TIMEOUT)
-        with pytest.raises(ChildProcessFailed, match=r"node DriverNode: so101_driver: error: .*no_such_port"):
+        assert deploy.wait_for(lambda: graph.children["so101_driver"].poll() is not None, timeout=deploy.STARTUP_TIMEOUT)
+        with pytest.raises(ChildProcessFailed, match=r"node so101_driver: so101_driver: error: .*no_such_port"):
             graph.raise_for_children()
     finally:
         graph.stop()
@@ -147,8 +153,8 @@ def test_a_node_in_its_own_process_stops_when_its_parent_is_killed(tmp_path: Pat
                   "from so101_bringup.composition import ComposedGraph\n"
                   "from so101_bringup.node_specs import GraphOptions, robot_graph\n"
                   f"graph = ComposedGraph(robot_graph(GraphOptions(port={str(link)!r}, calibration_file={str(calibration)!r})),\n"
-                  "                      own_process={'DriverNode'}).start()\n"
-                  "print(graph.children['DriverNode'].pid, flush=True)\n"
+                  "                      own_process={'so101_driver'}).start()\n"
+                  "print(graph.children['so101_driver'].pid, flush=True)\n"
                   "sys.stdin.read()\n")
         parent = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                   stderr=subprocess.DEVNULL, text=True)

@@ -1,6 +1,6 @@
 """What a motion's supervisor knows of the arm, without ROS: latest measured and commanded positions, whether
-the arm has come to rest at its command, how many joint states arrived, and the servo faults reported since
-the motion started (``so101_apps.session.DeployMonitor`` feeds it from its subscriptions)."""
+the arm has come to rest at its command, how many joint states arrived, the driver's cycle rate as it reports
+it, and the servo faults reported since the motion started (``so101_apps.session.DeployMonitor`` feeds it from its subscriptions)."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ class ArmWatch:
         self.commanded = np.full(len(JOINT_NAMES), np.nan)
         self.faults = FaultSpanTracker()
         self.states = 0  # joint states received since mark()
+        self.driver_rate_hz: float | None = None  # the driver's configured cycle rate, from its bus diagnostics
         self._origin = now
         self._rest = np.full(len(JOINT_NAMES), np.nan)  # where the arm was when it last moved
         self._still_since = now
@@ -43,6 +44,9 @@ class ArmWatch:
 
     def on_command(self, names: Sequence[str], positions: Sequence[float]) -> None:
         _store(names, positions, self.commanded)
+
+    def on_driver_rate(self, configured_hz: float) -> None:
+        self.driver_rate_hz = configured_hz
 
     def on_faults(self, faults: list[ServoFault], now: float) -> None:
         if faults:

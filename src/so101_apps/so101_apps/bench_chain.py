@@ -139,7 +139,7 @@ def _interleaved_latencies(graphs: dict[str, list[NodeSpec]], samples: int) -> d
 
 def benchmarks() -> Iterator[BenchResult]:
     apply_private_ros_env()
-    chain = [s for s in deploy_graph(GraphOptions(port="")) if s.key in ("CompensatorNode", "SafetyNode")]
+    chain = [s for s in deploy_graph(GraphOptions(port="")) if s.key in ("gaponet_compensator", "safety_filter")]
     relays = [NodeSpec("so101_apps.bench_chain:RelayNode", None, {},
                        {"input": topics.POLICY_COMMAND, "output": "relay_1", "__node": "relay_1"}),
               NodeSpec("so101_apps.bench_chain:RelayNode", None, {},

@@ -18,7 +18,7 @@ from so101_common.servo_faults import format_fault
 from so101_common.waiting import wait_for
 
 __all__ = ["MotionSpec", "RecordedMotion", "ServoFaultStop", "start_virtual_arm", "stop_virtual_arm",
-           "table_header", "table_row", "rate_line", "new_bag"]
+           "table_header", "table_row", "rate_line"]
 
 RATE_WARN_FRACTION = 0.9  # joint states below this fraction of the driver's rate: the machine is overloaded
 
@@ -94,11 +94,3 @@ def rate_line(message: str, state_rate_hz: float, driver_rate_hz: float) -> str:
         line += (f"\n   WARNING: the chain delivered joint states at {state_rate_hz / driver_rate_hz:.0%} of the driver's "
                  "rate: this machine is overloaded, and the recording shows it (late commands, lag) on top of the arm's gap")
     return line
-
-
-def new_bag(bag_root: Path, before: set[Path], name: str) -> Path:
-    """The one bag folder under ``bag_root`` that was not in ``before`` (the episode just recorded)."""
-    new = sorted(p for p in set(bag_root.iterdir()) - before if p.is_dir())
-    if len(new) != 1:
-        raise RuntimeError(f"expected one new bag for {name} under {bag_root}, found {[p.name for p in new]}")
-    return new[0]

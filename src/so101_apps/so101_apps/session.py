@@ -20,7 +20,6 @@ import time
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.node import Node
@@ -31,7 +30,6 @@ from so101_apps.motion_runs import (
     MotionSpec,
     RecordedMotion,
     ServoFaultStop,
-    new_bag,
     rate_line,
     start_virtual_arm,
     stop_virtual_arm,
@@ -45,10 +43,14 @@ from so101_common.servo_faults import format_fault, read_servo_fault
 from so101_common.waiting import wait_for
 from so101_policy.motion_player_node import MotionPlayerNode
 from so101_policy.motions import load_motion
+from so101_recorder.recorder_node import RecorderNode
 
 __all__ = ["DeployMonitor", "run_session", "DRIVER"]
 
-DRIVER = "DriverNode"  # the deploy graph's driver, by its key in the composition
+DRIVER = "so101_driver"  # the deploy graph's driver, by its node name
+MOTION_PLAYER = "motion_player"
+RECORDER = "recorder"
+DRIVER_RATE_KEY = "configured_rate_hz"  # in the driver's bus entry on /diagnostics (so101_driver.health)
 
 
 class DeployMonitor:
@@ -73,9 +75,11 @@ class DeployMonitor:
         self.watch.on_command(msg.name, msg.position)
 
     def _on_diagnostics(self, msg: DiagnosticArray) -> None:
-        self.watch.on_faults([f for status in msg.status
-                              if (f := read_servo_fault({kv.key: kv.value for kv in status.values}, status.message))],
-                             self.now())
+        reports = [({kv.key: kv.value for kv in status.values}, status.message) for status in msg.status]
+        self.watch.on_faults([f for values, message in reports if (f := read_servo_fault(values, message))], self.now())
+        for values, _message in reports:
+            if DRIVER_RATE_KEY in values:  # the driver's bus entry
+                self.watch.on_driver_rate(float(values[DRIVER_RATE_KEY]))
 
 
 def run_session(label: str, opts: GraphOptions, motions: Sequence[MotionSpec], print_period: float,
@@ -101,16 +105,14 @@ def run_session(label: str, opts: GraphOptions, motions: Sequence[MotionSpec], p
         # launch runs it: its bus cycle does not wait on the other nodes' callbacks
         opts = replace(opts, command_source="motion", motion=motions[0].source, record=True)
         with ComposedGraph(deploy_graph(opts), own_process={DRIVER}) as graph:
-            player = graph.nodes["MotionPlayerNode"]
-            assert isinstance(player, MotionPlayerNode)
+            player = graph.node(MOTION_PLAYER, MotionPlayerNode)
             monitor = DeployMonitor(player)
-            recorder = graph.nodes["RecorderNode"]
-            driver_rate_hz = float(graph.parameter(DRIVER, "rate_hz"))
+            recorder = graph.node(RECORDER, RecorderNode)
             for spec in motions:
                 motion = load_motion(spec.source, duration=spec.seconds)
                 player.set_motion(motion)
                 recorded[spec.name] = _record_motion(spec.name, motion.duration, player, monitor, recorder, graph,
-                                                     bag_root, print_period, driver_rate_hz)
+                                                     print_period)
                 if recorded[spec.name].faults:
                     raise ServoFaultStop(spec.name, recorded[spec.name].faults, recorded)
     finally:
@@ -119,25 +121,25 @@ def run_session(label: str, opts: GraphOptions, motions: Sequence[MotionSpec], p
     return recorded
 
 
-def _record_motion(name: str, duration: float, player: MotionPlayerNode, monitor: DeployMonitor, recorder: Any,
-                   graph: ComposedGraph, bag_root: Path, print_period: float, driver_rate_hz: float) -> RecordedMotion:
-    # The arm first moves to the motion's start pose (the player holds it) and comes to rest there, and the
-    # recorder discovers every topic; the episode then starts at rest, as a policy rollout would.
-    recorded_topics = {topics.absolute(t) for t in (topics.JOINT_STATES, topics.JOINT_COMMAND, topics.POLICY_COMMAND)}
+def _record_motion(name: str, duration: float, player: MotionPlayerNode, monitor: DeployMonitor,
+                   recorder: RecorderNode, graph: ComposedGraph, print_period: float) -> RecordedMotion:
+    # The arm first moves to the motion's start pose (the player holds it) and comes to rest there, the
+    # recorder discovers every topic and the driver has reported its rate; the episode then starts at rest,
+    # as a policy rollout would.
+    recorded_topics = {recorder.resolve_topic_name(t) for t in (topics.JOINT_STATES, topics.JOINT_COMMAND,
+                                                                topics.POLICY_COMMAND)}
     watch = monitor.watch
 
     def ready() -> bool:
         graph.raise_for_children()  # a driver that could not start says why, at once
-        return (watch.settled(monitor.now()) and recorded_topics <= set(recorder.subscribed)) or watch.faults.active
+        return (watch.settled(monitor.now()) and recorded_topics <= set(recorder.subscribed)
+                and watch.driver_rate_hz is not None) or watch.faults.active
 
     if not wait_for(ready, timeout=60.0):
         raise RuntimeError(f"not ready to record {name}: arm at {watch.measured} for {watch.commanded}, "
-                           f"recorder subscribed to {sorted(recorder.subscribed)}")
-    recorder.recorder.config.update({"task": name})
-    before = set(bag_root.iterdir()) if bag_root.is_dir() else set()
-    ok, message = recorder.start_episode()
-    if not ok:
-        raise RuntimeError(f"recorder did not start: {message}")
+                           f"recorder subscribed to {sorted(recorder.subscribed)}, driver rate "
+                           f"{'not reported' if watch.driver_rate_hz is None else watch.driver_rate_hz}")
+    recorder.start_episode(task=name)
     watch.mark(monitor.now())
     player.restart()
     started = monitor.now()  # the player's clock: the node's
@@ -160,10 +162,7 @@ def _record_motion(name: str, duration: float, player: MotionPlayerNode, monitor
             print(f"   FAULT {format_fault(span)}: stopping the motion, holding the arm where it is", flush=True)
         # the recorder sees the same report on /diagnostics: keep the episode open until its metadata has it
         wait_for(lambda: bool(recorder.recorder.current_faults()), timeout=2.0)
-    ok, message = recorder.stop_episode()
-    if not ok:
-        raise RuntimeError(f"recorder did not stop cleanly: {message}")
+    bag = recorder.stop_episode()
     graph.raise_for_children()  # the episode is kept; the driver's own error ends the session
-    print(rate_line(message, state_rate_hz, driver_rate_hz))
-    return RecordedMotion(new_bag(bag_root, before, name), started, stopped, state_rate_hz, tuple(faults))
-
+    print(rate_line(str(bag), state_rate_hz, watch.driver_rate_hz or float("nan")))
+    return RecordedMotion(bag, started, stopped, state_rate_hz, tuple(faults))

@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import pytest
-
-from so101_apps.motion_runs import new_bag, rate_line, table_header, table_row
+from so101_apps.motion_runs import rate_line, table_header, table_row
 
 
 def test_rate_line_warns_only_below_nine_tenths_of_the_driver_rate() -> None:
@@ -19,13 +15,3 @@ def test_table_row_lines_up_with_its_header() -> None:
     row = table_row(1.0, [0.1] * 6, [0.15] * 6)
     assert row.index("|") == table_header().index("|")
     assert "+0.100 (+0.050)" in row
-
-
-def test_new_bag_is_the_one_folder_the_episode_added(tmp_path: Path) -> None:
-    (tmp_path / "old").mkdir()
-    before = set(tmp_path.iterdir())
-    (tmp_path / "new").mkdir()
-    assert new_bag(tmp_path, before, "wave") == tmp_path / "new"
-    (tmp_path / "another").mkdir()
-    with pytest.raises(RuntimeError, match="expected one new bag for wave"):
-        new_bag(tmp_path, before, "wave")

@@ -15,7 +15,7 @@ import subprocess
 import threading
 from collections.abc import Collection
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import rclpy
 from rclpy.context import Context
@@ -28,11 +28,13 @@ from so101_bringup.share import config_dir
 
 __all__ = ["ComposedGraph"]
 
+NodeT = TypeVar("NodeT")
+
 
 class ComposedGraph:
     """Instantiate ``specs`` in one rclpy context and spin each on its own background executor thread.
 
-    ``own_process``: keys of nodes to run as child processes instead (``python -m <module>`` with the same
+    ``own_process``: names of nodes to run as child processes instead (``python -m <module>`` with the same
     parameter files, overrides and remappings), as a launch file runs every node; their output goes to this
     process's console, as a launch's ``output='screen'``. Why: one process runs
     its nodes' callbacks one at a time (the GIL); measured in the demo, the compensated deploy graph
@@ -49,19 +51,29 @@ class ComposedGraph:
             raise ValueError(f"own_process names nodes the graph does not have: {sorted(unknown)}")
         self.own_process = frozenset(own_process)
         self.context = Context()
-        self.nodes: dict[str, Any] = {}  # by key; callers use each node class's own methods (services, helpers)
+        self.nodes: dict[str, Any] = {}  # the nodes run in this process, by node name (``node`` gives them typed)
         self._processes = NodeProcesses()
         self._executors: list[SingleThreadedExecutor] = []
         self._threads: list[threading.Thread] = []
 
+    def node(self, name: str, kind: type[NodeT]) -> NodeT:
+        """The node ``name`` run in this process, as a ``kind`` (its class: its services and helpers are typed)."""
+        if name not in self.nodes:
+            where = "runs in its own process" if name in self.own_process else "is not in the graph"
+            raise KeyError(f"node {name!r} {where}; in this process: {sorted(self.nodes)}")
+        node = self.nodes[name]
+        if not isinstance(node, kind):
+            raise TypeError(f"node {name!r} is a {type(node).__name__}, not a {kind.__name__}")
+        return node
+
     @property
     def children(self) -> dict[str, subprocess.Popen[str]]:
-        """The nodes in their own process, by key."""
+        """The nodes in their own process, by node name."""
         return self._processes.children
 
-    def parameter(self, key: str, name: str) -> Any:
-        """Node ``key``'s parameter ``name`` as the graph sets it (:meth:`~so101_bringup.node_specs.NodeSpec.parameter`)."""
-        return next(s for s in self.specs if s.key == key).parameter(self.config_dir, name)
+    def parameter(self, node: str, name: str) -> Any:
+        """Node ``node``'s parameter ``name`` as the graph sets it (:meth:`~so101_bringup.node_specs.NodeSpec.parameter`)."""
+        return next(s for s in self.specs if s.key == node).parameter(self.config_dir, name)
 
     def child_exited(self) -> bool:
         """Whether a node run in its own process has exited."""

@@ -32,8 +32,9 @@ class NodeSpec:
 
     @property
     def key(self) -> str:
-        """The node's key in ``ComposedGraph.nodes``: its renamed node name, else its class name."""
-        return self.remaps.get("__node", self.factory.rsplit(":", 1)[1])
+        """The node's name, its key in a :class:`~so101_bringup.composition.ComposedGraph`: a ``__node``
+        remapping, else ``name``, else the class name (a node class's own default name is not known here)."""
+        return self.remaps.get("__node") or self.name or self.factory.rsplit(":", 1)[1]
 
     def ros_args(self, config_dir: Path, namespace: str = "") -> list[str]:
         """The node's ``--ros-args``: its parameter file (a name under ``config_dir``), name, namespace, remappings."""

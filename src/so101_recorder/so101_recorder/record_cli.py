@@ -17,7 +17,6 @@ import signal
 import sys
 import threading
 import time
-from pathlib import Path
 
 from so101_recorder.errors import RecorderError
 
@@ -143,20 +142,22 @@ def _episodes(node, args: argparse.Namespace) -> int:
                 time.sleep(args.pause or 0.0)
             else:
                 input(f"Enter starts episode {index + 1}/{args.episodes} ")
-        ok, message = node.start_episode()
-        if not ok:
-            print(f"so101 record: {message}", file=sys.stderr)
+        try:
+            path = node.start_episode()
+        except RecorderError as err:
+            print(f"so101 record: {err}", file=sys.stderr)
             return 1
-        print(f"episode {index + 1}/{args.episodes}: recording {message}", flush=True)
+        print(f"episode {index + 1}/{args.episodes}: recording {path}", flush=True)
         if args.duration is not None:
             time.sleep(args.duration)
         else:
             input("Enter stops the episode ")
-        ok, message = node.stop_episode()
-        if not ok:
-            print(f"so101 record: {message}", file=sys.stderr)
+        try:
+            bag = node.stop_episode()
+        except RecorderError as err:
+            print(f"so101 record: {err}", file=sys.stderr)
             return 1
         status = node.recorder.status()
         counts = ", ".join(f"{topic} {n}" for topic, n in sorted(status.topics.items())) or "no messages"
-        print(f"episode {index + 1}/{args.episodes}: {Path(message)} ({counts})", flush=True)
+        print(f"episode {index + 1}/{args.episodes}: {bag} ({counts})", flush=True)
     return 0

@@ -9,10 +9,12 @@ Servo faults the driver reports on ``/diagnostics`` go into the episode's metada
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import sys
 import threading
 from functools import partial
+from pathlib import Path
 
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rcl_interfaces.msg import SetParametersResult
@@ -60,7 +62,8 @@ class RecorderNode(Node):
         self.create_timer(float(get("diagnostics_period_s")), self.publish_diagnostics)
         self.discover()
         if get("autostart"):
-            self.start_episode()
+            with contextlib.suppress(RecorderError):  # logged where it was raised; the node keeps running
+                self.start_episode()
 
     def _on_set_parameters(self, params: list[Parameter]) -> SetParametersResult:
         """Episode metadata may change between episodes (``ros2 param set /recorder task pick``)."""
@@ -123,40 +126,51 @@ class RecorderNode(Node):
                 self.get_logger().error(str(err))
 
     # -- episodes --------------------------------------------------------------------------------
-    def start_episode(self) -> tuple[bool, str]:
+    def start_episode(self, task: str | None = None) -> Path:
+        """Start an episode (``task``: this episode's task, else the ``task`` parameter); returns its bag folder.
+        Raises :class:`RecorderError` (already recording, I/O), logged too."""
         try:
-            path = self.recorder.start()
+            path = self.recorder.start(task=task)
         except RecorderError as err:
             self.get_logger().error(str(err))
-            return False, str(err)
+            raise
         self.get_logger().info(f"recording {path}")
-        return True, str(path)
+        return path
 
-    def stop_episode(self) -> tuple[bool, str]:
+    def stop_episode(self) -> Path:
+        """Close the episode; returns its bag folder. Raises :class:`RecorderError` (not recording, I/O), logged too."""
         try:
             episode = self.recorder.stop()
+            if episode is None:
+                raise RecorderError("not recording")
         except RecorderError as err:
             self.get_logger().error(str(err))
-            return False, str(err)
-        if episode is None:
-            return False, "not recording"
+            raise
         bag = self.recorder.status().bag
+        assert bag is not None  # the episode just closed was written there
         self.get_logger().info(f"episode {episode.name} complete: {episode.message_count} messages")
-        return True, str(bag)
+        return bag
 
     def _start(self, _request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
-        response.success, response.message = self.start_episode()
+        try:
+            response.success, response.message = True, str(self.start_episode())
+        except RecorderError as err:
+            response.success, response.message = False, str(err)
         return response
 
     def _stop(self, _request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
-        response.success, response.message = self.stop_episode()
+        try:
+            response.success, response.message = True, str(self.stop_episode())
+        except RecorderError as err:
+            response.success, response.message = False, str(err)
         return response
 
     def _toggle(self, _msg: Empty) -> None:
-        if self.recorder.recording:
-            self.stop_episode()
-        else:
-            self.start_episode()
+        with contextlib.suppress(RecorderError):  # logged where it was raised
+            if self.recorder.recording:
+                self.stop_episode()
+            else:
+                self.start_episode()
 
     def _tick(self) -> None:
         try:

@@ -15,6 +15,7 @@ from std_msgs.msg import Empty
 from std_srvs.srv import Trigger
 
 from so101_recorder.bag_reader import Bag, load_joint_states
+from so101_recorder.errors import RecorderError
 from so101_recorder.metadata import load_episode
 from so101_testing import NodeProcess, private_ros_env, wait_for
 
@@ -144,8 +145,13 @@ def test_node_reads_the_shipped_config_and_takes_metadata_changes_live(tmp_path,
         assert node.recorder.config.task == "stack blocks" and node.recorder.config.max_episode_s == 30.0
         assert not node.set_parameters([Parameter("flush_period_s", value=2.0)])[0].successful
         assert not node.set_parameters([Parameter("task", value=" ")])[0].successful
-        ok, bag = node.start_episode()
-        assert ok and bag.endswith("_stack-blocks_001")
-        assert node.stop_episode()[0]
+        bag = node.start_episode()
+        assert bag.name.endswith("_stack-blocks_001") and bag.parent == tmp_path
+        assert node.stop_episode() == bag
+        with pytest.raises(RecorderError, match="not recording"):
+            node.stop_episode()
+        assert node.start_episode(task="pour").name.endswith("_pour_001")  # this episode's task, not the parameter's
+        assert node.recorder.config.task == "stack blocks"
+        node.stop_episode()
     finally:
         node.destroy_node()

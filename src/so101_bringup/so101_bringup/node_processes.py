@@ -3,12 +3,13 @@
 Each node runs as ``python -m <module> --ros-args ...`` with its overrides in a parameter file after its
 own; its output goes to this process's console line by line (a launch's ``output='screen'``) and its last
 lines are kept for the one-line error of a child that exits (:mod:`so101_bringup.children`). A child gets
-Ctrl-C when this process dies, however it dies (Linux), so no driver outlives a killed demo.
+Ctrl-C when this process dies, however it dies (Linux: :mod:`so101_bringup.child_node`), so no driver outlives
+a killed demo.
 """
 
 from __future__ import annotations
 
-import ctypes
+import os
 import signal
 import subprocess
 import sys
@@ -24,11 +25,6 @@ import yaml
 from so101_bringup.children import raise_for_child
 
 __all__ = ["NodeProcesses"]
-
-_PR_SET_PDEATHSIG = 1  # <sys/prctl.h>
-# loaded before any fork: the child only calls it
-_LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
-
 
 class NodeProcesses:
     """Child-process nodes by key: :meth:`start` each, :meth:`raise_for_exited` while they should run, :meth:`stop`."""
@@ -48,8 +44,8 @@ class NodeProcesses:
             path = Path(self._files.name) / f"{key}.yaml"
             path.write_text(yaml.safe_dump({"/**": {"ros__parameters": dict(overrides)}}))
             args += ["--params-file", str(path)]
-        child = subprocess.Popen([sys.executable, "-m", module, *args], text=True, bufsize=1,
-                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, preexec_fn=_stop_with_parent)
+        command = [sys.executable, "-m", "so101_bringup.child_node", str(os.getpid()), module, *args]
+        child = subprocess.Popen(command, text=True, bufsize=1, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         self.children[key] = child
         lines: deque[str] = deque(maxlen=100)
         self._output[key] = lines
@@ -93,16 +89,6 @@ class NodeProcesses:
         if self._files is not None:
             self._files.cleanup()
             self._files = None
-
-
-def _stop_with_parent() -> None:
-    """In a child node, between fork and exec: Ctrl-C when this process dies, however it dies (Linux).
-
-    A driver left running by a killed parent would hold the arm's port and its last command, torque on; a
-    Ctrl-C from the terminal reaches both anyway, a ``kill -9`` of the parent only this way. Linux sends it
-    when the *thread* that started the child ends: start children from a thread that outlives them (the main one)."""
-    if _LIBC is not None:
-        _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGINT)
 
 
 def _forward(child: subprocess.Popen[str], lines: deque[str]) -> None:

@@ -57,3 +57,10 @@ def test_package_xml_declares_every_import(package: str) -> None:
 
 def test_the_check_sees_imports() -> None:
     assert {"rclpy", "numpy"} <= _imports("so101_safety") and "so101_safety" not in _imports("so101_safety")
+
+
+@pytest.mark.parametrize("package", [p for p in PACKAGES if p != "so101_testing"])
+def test_no_package_needs_the_test_package_at_run_time(package: str) -> None:
+    """``so101_testing`` is for tests: no package's code imports it, and it is at most a ``<test_depend>``."""
+    assert "so101_testing" not in _imports(package), f"src/{package}/{package} imports so101_testing"
+    assert "so101_testing" not in _declared(package), f"src/{package}/package.xml: so101_testing is a test_depend"

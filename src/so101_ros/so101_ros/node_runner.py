@@ -19,8 +19,8 @@ def run_node(factory: Callable[[], Any], args: Sequence[str] | None, name: str,
     """Build the node with ``factory`` and spin it until Ctrl-C, SIGTERM or ``rclpy`` shutdown.
 
     ``fatal`` errors (bad parameters, a model that does not fit, a port that does not open) are
-    printed once as ``<name>: error: ...`` and give exit code 1; anything else propagates with its
-    traceback. ``spin`` replaces ``rclpy.spin`` (e.g. spin until a job is done); ``on_exit`` runs
+    printed once as ``<name>: error: ...`` and give exit code 1; an error raised by a callback that the
+    shutdown interrupted ends the node quietly (exit code 0); anything else propagates with its traceback. ``spin`` replaces ``rclpy.spin`` (e.g. spin until a job is done); ``on_exit`` runs
     before the node is destroyed (e.g. close a file it was writing).
     """
     import rclpy
@@ -36,6 +36,11 @@ def run_node(factory: Callable[[], Any], args: Sequence[str] | None, name: str,
     except fatal as err:
         print(f"{name}: error: {err}", file=sys.stderr, flush=True)
         return 1
+    except Exception:
+        # Ctrl-C shuts the context down under a callback that is running (a timer mid-publish: "publisher's
+        # context is invalid"): that is the node stopping as asked, not an error to print a traceback for.
+        if rclpy.ok():
+            raise
     finally:
         if node is not None:
             if on_exit is not None:

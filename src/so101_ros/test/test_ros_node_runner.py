@@ -1,4 +1,5 @@
-"""run_node: a fatal error while building the node is one line and exit code 1; others propagate."""
+"""run_node: a fatal error while building the node is one line and exit code 1; a callback interrupted by the
+shutdown ends the node quietly; other errors propagate."""
 
 from __future__ import annotations
 
@@ -23,3 +24,53 @@ def test_fatal_error_is_one_line_and_exit_code_1(capsys: pytest.CaptureFixture[s
 def test_an_unexpected_error_keeps_its_traceback() -> None:
     with pytest.raises(BadParameter):
         run_node(_refuse, [], "some_node")
+
+
+class Publishing:
+    """A node whose timer publishes; Ctrl-C's shutdown lands while the callback runs."""
+
+    def __init__(self) -> None:
+        from rclpy.node import Node
+        from std_msgs.msg import Empty
+
+        self.node = Node("publishing")
+        self.publisher = self.node.create_publisher(Empty, "ticks", 10)
+        self.message = Empty()
+
+    def destroy_node(self) -> None:
+        self.node.destroy_node()
+
+
+def _shutdown_under_a_publish(node: Publishing) -> None:
+    import rclpy
+
+    rclpy.shutdown()  # what rclpy's SIGINT handler does
+    node.publisher.publish(node.message)  # the callback that was running: its context is gone
+
+
+def test_a_callback_interrupted_by_the_shutdown_ends_the_node_quietly() -> None:
+    from rclpy._rclpy_pybind11 import RCLError
+
+    with pytest.raises(RCLError, match="context is invalid"):  # what the node hits (the traceback of make demo)
+        _check_publish_after_shutdown()
+    assert run_node(Publishing, [], "publishing", spin=_shutdown_under_a_publish) == 0
+
+
+def _check_publish_after_shutdown() -> None:
+    import rclpy
+
+    rclpy.init()
+    node = Publishing()
+    try:
+        _shutdown_under_a_publish(node)
+    finally:
+        node.destroy_node()
+        rclpy.try_shutdown()
+
+
+def test_an_error_while_running_keeps_its_traceback() -> None:
+    def broken(_node: Publishing) -> None:
+        raise BadParameter("a callback failed")
+
+    with pytest.raises(BadParameter):
+        run_node(Publishing, [], "publishing", spin=broken)

@@ -19,9 +19,20 @@ echo "== torch (local wheels) and LeRobot"
 "${PIP[@]}" install -qq "${C[@]}" torch torchvision
 "${PIP[@]}" install -qq --no-deps "${C[@]}" lerobot
 echo "== LeRobot dependencies and workspace requirements"
-"${PIP[@]}" install -qq "${C[@]}" -r requirements/lerobot.txt -r requirements/workspace.txt
+# pip's own conflict report would print lerobot's pins (torch<2.11, torchvision<0.26, torchcodec) as an ERROR on
+# every run: they are expected (the torch here is the machine's local 2.14.1, on CPU; torchcodec decodes
+# video datasets, which this workspace does not read). The check below reports any other conflict.
+"${PIP[@]}" install -qq --no-warn-conflicts "${C[@]}" -r requirements/lerobot.txt -r requirements/workspace.txt
+EXPECTED_CONFLICTS='^lerobot [0-9.]+ (requires torchcodec|has requirement (torch|torchvision)[<>=])'
+unexpected=$("${PIP[@]}" check 2>&1 | grep -Ev "$EXPECTED_CONFLICTS|^No broken requirements" || true)
+if [ -n "$unexpected" ]; then
+  echo "WARNING: dependency conflicts besides lerobot's expected torch pins:" >&2
+  echo "$unexpected" >&2
+fi
 echo "== workspace packages (editable)"
 pkgs=()
 for setup in src/*/setup.py; do pkgs+=(-e "$(dirname "$setup")"); done
 "${PIP[@]}" install -qq --no-deps --no-build-isolation "${pkgs[@]}"
+# colcon run from a workspace holding this checkout under src/ must not take the venv's ROS wheels for packages
+touch "$VENV/COLCON_IGNORE"
 echo "== environment ready: $VENV"

@@ -26,10 +26,12 @@ ROSDEP_KEYS = {
     "lerobot": "python3-lerobot-pip", "scservo_sdk": "python3-feetech-servo-sdk-pip",
     "rosbags": "python3-rosbags-pip", "mcap": "python3-mcap-pip", "pyarrow": "python3-pyarrow-pip",
     "fsspec": "python3-fsspec", "ray": "python3-ray-pip", "backports": "python3-backports-zstd-pip",
+    # pip's grpcio, pinned with LeRobot (its generated gRPC stubs need grpcio >= 1.73.1)
+    "grpc": "python3-grpcio-pip",
 }
 # Not rosdep keys: Isaac Sim's own Python (the bridge script runs inside Isaac Sim, see so101_sim2real/isaac);
 # ``compression`` is the standard library from Python 3.14 (``compression.zstd``, with a backports fallback).
-NOT_DEPENDENCIES = {"isaacsim", "omni", "pxr", "compression"}
+NOT_DEPENDENCIES = {"isaacsim", "omni", "pxr", "carb", "compression"}
 
 
 def _imports(package: str) -> set[str]:

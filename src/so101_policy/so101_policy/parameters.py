@@ -10,10 +10,13 @@ from dataclasses import dataclass
 
 from so101_common.parameters import parameter
 
-__all__ = ["DEFAULT_RATE_HZ", "PolicyParameters"]
+__all__ = ["DEFAULT_RATE_HZ", "PolicyParameters", "AGGREGATE_FN_NAMES"]
 
 DEFAULT_RATE_HZ = 30.0
 """The publish rate when neither ``rate_hz`` nor the policy's metadata gives one (LeRobot SO-101 datasets)."""
+
+AGGREGATE_FN_NAMES = ("weighted_average", "latest_only", "average", "conservative")
+"""LeRobot 0.4.4's chunk aggregation functions (``lerobot.async_inference.configs.AGGREGATE_FUNCTIONS``)."""
 
 
 @dataclass(frozen=True)
@@ -43,3 +46,24 @@ class PolicyParameters:
     trust_remote_code: bool = parameter(False, "let a LeRobot folder's processors name classes outside LeRobot "
                                         "(runs their code; TorchScript files are code whatever this says)")
     allow_network: bool = parameter(False, "let loading reach the Hugging Face hub (default: forced offline)")
+    # a LeRobot PolicyServer instead of policy_path (names as in LeRobot's RobotClientConfig)
+    server_address: str = parameter("", "host:port of a LeRobot PolicyServer (python -m "
+                                    "lerobot.async_inference.policy_server) that runs the policy; empty = run "
+                                    "policy_path in this process")
+    policy_type: str = parameter("", "with server_address: the LeRobot policy type the server loads (act, smolvla, "
+                                 "pi0, pi05, diffusion, ...)")
+    pretrained_name_or_path: str = parameter("", "with server_address: the checkpoint the server loads (a "
+                                             "pretrained_model directory on the server machine, or a Hub repo id)")
+    policy_device: str = parameter("cuda", "with server_address: the server's torch device (cuda, cuda:1, mps, cpu)")
+    actions_per_chunk: int = parameter(0, "with server_address: actions per chunk the server returns (required)",
+                                       low=0, high=10000)
+    chunk_size_threshold: float = parameter(0.5, "with server_address: send the next observation when the queue "
+                                            "holds this fraction of a chunk or less", low=0.0, high=1.0)
+    aggregate_fn_name: str = parameter("", "a new chunk's action on a tick the queue already covers: "
+                                       "weighted_average (0.3 queued + 0.7 new), latest_only, average, conservative "
+                                       "(0.7 queued + 0.3 new); empty = weighted_average with server_address "
+                                       "(LeRobot's default), latest_only in process")
+    server_timeout_s: float = parameter(10.0, "with server_address: reaching the server, and one chunk's round "
+                                        "trip, may take this long (s)", low=0.1, high=600.0)
+    server_load_timeout_s: float = parameter(300.0, "with server_address: the server may take this long to load "
+                                             "the policy (s)", low=1.0, high=3600.0)

@@ -30,6 +30,16 @@ inference_delay_s (float)    extra delay after each inference (tests/demos: simu
 diagnostics_period_s (float) period of ``/diagnostics`` messages
 trust_remote_code (bool)     let a LeRobot folder's processors name classes outside LeRobot (runs their code)
 allow_network (bool)         let loading reach the Hugging Face hub (default: forced offline)
+aggregate_fn_name (str)      a new chunk's action on a tick the queue covers: weighted_average, latest_only, ...
+
+A LeRobot policy server instead of ``policy_path`` (names as in LeRobot's ``RobotClient``):
+server_address (str)         host:port of ``python -m lerobot.async_inference.policy_server``
+policy_type (str)            the LeRobot policy type the server loads (act, smolvla, pi0, ...)
+pretrained_name_or_path (str) the checkpoint the server loads (a path on the server machine, or a Hub id)
+policy_device (str)          the server's torch device
+actions_per_chunk (int)      actions per chunk the server returns
+chunk_size_threshold (float) send the next observation when the queue holds this fraction of a chunk or less
+server_timeout_s, server_load_timeout_s (float) how long a chunk / the policy's loading may take
 
 Services: ``~/start``, ``~/stop`` (std_srvs/Trigger).
 """
@@ -69,7 +79,7 @@ class PolicyNode(Node):
             self.get_logger().warning(warning)
         self.runner, self.rate_hz, self.image_topics = deployment.runner, deployment.rate_hz, deployment.image_topics
         self.diagnostics = deployment.diagnostics
-        self.policy_path = str(p.policy_path)
+        self.policy_source = deployment.source
 
         self.pub = self.create_publisher(JointState, topics.POLICY_COMMAND, 10)
         self.chunk_pub = (self.create_publisher(JointTrajectory, topics.POLICY_ACTION_CHUNK, 10)
@@ -88,7 +98,7 @@ class PolicyNode(Node):
         self._images_seen: set[str] = set()
         if p.autostart:
             self.runner.start()
-        self.get_logger().info(deployment.summary(self.policy_path, p.autostart))
+        self.get_logger().info(deployment.summary(p.autostart))
 
     # ---------------------------------------------------------------- inputs
     def _on_joint_state(self, msg: JointState) -> None:
@@ -149,7 +159,7 @@ class PolicyNode(Node):
         missing_images = [k for k in self.image_topics if k not in self._images_seen]
         counters = NodeCounters(self.published, self.bad_joint_states, self.bad_images)
         report = self.diagnostics.report(self.runner.stats(), counters, missing_images)
-        status = DiagnosticStatus(name=f"{self.get_name()}: policy", hardware_id=self.policy_path,
+        status = DiagnosticStatus(name=f"{self.get_name()}: policy", hardware_id=self.policy_source,
                                   level=bytes([int(report.level)]), message=report.message,
                                   values=[KeyValue(key=k, value=v) for k, v in report.values.items()])
         msg = DiagnosticArray()

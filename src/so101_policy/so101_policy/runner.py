@@ -10,7 +10,10 @@ No rclpy here.
   action (cheap, never waits for the model). When the queue holds ``refill_threshold`` actions or fewer,
   an inference is requested with the latest observation; the worker runs it and the next tick swaps
   the new chunk in, first dropping the actions whose time already passed while the model ran (the chunk
-  is aligned to the tick its observation was taken at). If the queue is empty because inference is
+  is aligned to the tick its observation was taken at). With an ``aggregate`` function, each new action
+  that falls on a tick the queue already holds an action for is ``aggregate(queued, new)`` (LeRobot's
+  async-inference aggregation: ``lerobot.async_inference.configs.AGGREGATE_FUNCTIONS``); without one the
+  new chunk replaces the queue (LeRobot's ``latest_only``). If the queue is empty because inference is
   late, the tick holds the last action (``on_miss="hold"``) or returns none (``on_miss="none"``) and
   counts a miss: a slow model lowers the action quality, never the tick rate. A runner that serves chunks
   (more than one action per inference) also hands out, with each fresh action, the chunk's rest:
@@ -30,13 +33,16 @@ from typing import Any
 import numpy as np
 
 from so101_common.joints import JOINT_NAMES, JointSpecError
-from so101_policy.spec import PolicyModel, PolicyObservation, PolicySpec
+from so101_policy.spec import ClosablePolicyModel, PolicyModel, PolicyObservation, PolicySpec
 
-__all__ = ["PolicyRunner", "AsyncPolicyRunner", "TickResult", "RunnerStats", "ON_MISS"]
+__all__ = ["PolicyRunner", "AsyncPolicyRunner", "TickResult", "RunnerStats", "ON_MISS", "Aggregate"]
 
 LOG = logging.getLogger(__name__)
 
 ON_MISS = ("hold", "none")
+
+Aggregate = Callable[[np.ndarray, np.ndarray], np.ndarray]
+"""``aggregate(queued, new)`` → the action played on a tick both a queued and a new chunk cover (rad)."""
 
 
 class PolicyRunner:
@@ -54,7 +60,8 @@ class PolicyRunner:
             self.spec.require_images(list(configured_images))
 
     def observation(self, positions_rad: Sequence[float] | np.ndarray,
-                    images: Mapping[str, np.ndarray] | None = None, task: str | None = None) -> PolicyObservation:
+                    images: Mapping[str, np.ndarray] | None = None, task: str | None = None,
+                    timestep: int = 0) -> PolicyObservation:
         q = np.asarray(positions_rad, dtype=np.float64)
         if q.shape != (len(JOINT_NAMES),):
             raise JointSpecError(f"expected {len(JOINT_NAMES)} joint positions (rad, {list(JOINT_NAMES)}), "
@@ -62,12 +69,13 @@ class PolicyRunner:
         if not np.all(np.isfinite(q)):
             raise ValueError(f"joint positions must be finite, got {q.tolist()}")
         return PolicyObservation(state=self.spec.state_from_rad(q), images=dict(images or {}),
-                                 task=self.task if task is None else task)
+                                 task=self.task if task is None else task, timestep=timestep)
 
     def infer(self, positions_rad: Sequence[float] | np.ndarray, images: Mapping[str, np.ndarray] | None = None,
-              task: str | None = None) -> np.ndarray:
-        """Actions ``(n, 6)``, rad, ``JOINT_NAMES`` order (n = the policy's ``n_action_steps`` or fewer)."""
-        actions = self.model.predict(self.observation(positions_rad, images, task))
+              task: str | None = None, timestep: int = 0) -> np.ndarray:
+        """Actions ``(n, 6)``, rad, ``JOINT_NAMES`` order (n = the policy's ``n_action_steps`` or fewer);
+        ``timestep``: the control tick the observation was taken at (action 0 belongs to it)."""
+        actions = self.model.predict(self.observation(positions_rad, images, task, timestep))
         out = self.spec.actions_to_rad(actions)
         if not np.all(np.isfinite(out)):
             raise FloatingPointError(f"policy {self.spec.source} produced non-finite actions")
@@ -75,6 +83,11 @@ class PolicyRunner:
 
     def reset(self) -> None:
         self.model.reset()
+
+    def close(self) -> None:
+        """Release what the model holds open (a policy server's connection); a no-op for in-process models."""
+        if isinstance(self.model, ClosablePolicyModel):
+            self.model.close()
 
 
 @dataclass(frozen=True)
@@ -125,11 +138,15 @@ class AsyncPolicyRunner:
         actions used per chunk (≤ the policy's ``n_action_steps``; default: the policy's).
     refill_threshold:
         request the next inference when the queue holds this many actions or fewer (default: a quarter
-        of ``n_action_steps``, at least 1 when the chunk has more than one action; 0 for single-step).
+        of ``n_action_steps``, at least 1 when the chunk has more than one action; 0 for single-step;
+        ``n_action_steps``: whenever no inference is in flight).
     on_miss:
         ``hold`` the last action or ``none`` when the queue is empty because inference is late.
     align_chunks:
         drop the first k actions of a new chunk when its inference took k ticks.
+    aggregate:
+        combine a new chunk's action with the queued action for the same tick (``aggregate(queued, new)``);
+        None: the new chunk replaces the queue.
     max_observation_age_s:
         do not start an inference on an observation older than this (0 disables the check).
     extra_latency_s:
@@ -139,7 +156,8 @@ class AsyncPolicyRunner:
     """
 
     def __init__(self, runner: PolicyRunner, *, n_action_steps: int | None = None, refill_threshold: int | None = None,
-                 on_miss: str = "hold", align_chunks: bool = True, max_observation_age_s: float = 0.0,
+                 on_miss: str = "hold", align_chunks: bool = True, aggregate: Aggregate | None = None,
+                 max_observation_age_s: float = 0.0,
                  extra_latency_s: float = 0.0, clock: Callable[[], float] = time.monotonic,
                  latency_window: int = 200) -> None:
         if on_miss not in ON_MISS:
@@ -150,8 +168,8 @@ class AsyncPolicyRunner:
             raise ValueError(f"n_action_steps {steps} outside 1..{spec.chunk_size} (the policy's chunk size)")
         if refill_threshold is None or refill_threshold < 0:
             refill_threshold = max(1, steps // 4) if steps > 1 else 0
-        if refill_threshold >= steps:
-            raise ValueError(f"refill_threshold {refill_threshold} must be below n_action_steps {steps}")
+        if refill_threshold > steps:
+            raise ValueError(f"refill_threshold {refill_threshold} must not exceed n_action_steps {steps}")
         self.runner = runner
         self.spec = spec
         self.n_action_steps = steps
@@ -159,6 +177,7 @@ class AsyncPolicyRunner:
         self.refill_threshold = int(refill_threshold)
         self.on_miss = on_miss
         self.align_chunks = align_chunks
+        self.aggregate = aggregate
         self.max_observation_age_s = float(max_observation_age_s)
         self.extra_latency_s = float(extra_latency_s)
         self.clock = clock
@@ -237,6 +256,7 @@ class AsyncPolicyRunner:
             self._running = False
             self._wake.notify_all()
         self._worker.join(timeout)
+        self.runner.close()
 
     def __enter__(self) -> AsyncPolicyRunner:
         return self
@@ -287,6 +307,12 @@ class AsyncPolicyRunner:
             drop = min(late, len(actions) - 1)
             actions = actions[drop:]
             self._counts["dropped_stale"] += drop
+        if self.aggregate is not None:
+            # queue[i] and actions[i] belong to the same tick (this one + i); the queued actions past the
+            # new chunk's end are dropped, as LeRobot's RobotClient builds its next queue from the new chunk
+            queued = list(self._queue)
+            merged = [self.aggregate(queued[i], new) if i < len(queued) else new for i, new in enumerate(actions)]
+            actions = np.asarray(merged)
         self._queue.clear()
         self._queue.extend(actions)
 
@@ -317,7 +343,7 @@ class AsyncPolicyRunner:
             try:
                 if reset:
                     self.runner.reset()
-                result = self.runner.infer(positions, images, task)[: self.n_action_steps]
+                result = self.runner.infer(positions, images, task, tick_index)[: self.n_action_steps]
             except Exception as err:  # a failing model is reported, never kills the worker
                 error = f"{type(err).__name__}: {err}"
             latency = time.perf_counter() - start

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -27,6 +27,7 @@ __all__ = [
     "UNITS",
     "LEROBOT_CHUNK_TYPES",
     "LEROBOT_NON_POLICY_TYPES",
+    "LEROBOT_LANGUAGE_TYPES",
     "PolicyError",
     "PolicyLoadError",
     "FeatureMismatchError",
@@ -34,6 +35,7 @@ __all__ = [
     "PolicySpec",
     "PolicyObservation",
     "PolicyModel",
+    "ClosablePolicyModel",
     "default_feature_names",
     "joint_order",
 ]
@@ -51,6 +53,8 @@ UNITS = ("lerobot", "rad")
 # (diffusion, tdmpc, vqbet, sac, ...) keep observation/action queues inside and are stepped with
 # ``select_action`` (one action per inference; the policy's own queue does its chunking).
 LEROBOT_CHUNK_TYPES = frozenset({"act", "smolvla", "pi0", "pi05", "pi0_fast", "groot", "xvla", "wall_x"})
+# LeRobot policy types conditioned on a task string (the node's ``task`` parameter).
+LEROBOT_LANGUAGE_TYPES = frozenset({"smolvla", "pi0", "pi05", "pi0_fast", "groot", "xvla", "wall_x"})
 # Known non-action model types LeRobot's factory can build (reward models): refused.
 LEROBOT_NON_POLICY_TYPES = frozenset({"reward_classifier", "sarm"})
 
@@ -200,11 +204,13 @@ class PolicySpec:
 
 @dataclass
 class PolicyObservation:
-    """One observation in the policy's units: ``state`` (S,) float32, images HxWxC uint8 (RGB), task."""
+    """One observation in the policy's units: ``state`` (S,) float32, images HxWxC uint8 (RGB), task, and the
+    control tick it was taken at (``timestep``: the first action of the chunk it yields belongs to that tick)."""
 
     state: np.ndarray
     images: dict[str, np.ndarray] = field(default_factory=dict)
     task: str = ""
+    timestep: int = 0
 
 
 class PolicyModel(Protocol):
@@ -221,3 +227,11 @@ class PolicyModel(Protocol):
         ...
 
 
+
+
+@runtime_checkable
+class ClosablePolicyModel(PolicyModel, Protocol):
+    """A model that holds something open (a policy server's connection) until :meth:`close`."""
+
+    def close(self) -> None:
+        ...

@@ -402,7 +402,9 @@ def test_runner_option_validation():
     with pytest.raises(ValueError, match="n_action_steps"):
         AsyncPolicyRunner(runner, n_action_steps=5)
     with pytest.raises(ValueError, match="refill_threshold"):
-        AsyncPolicyRunner(runner, refill_threshold=4)
+        AsyncPolicyRunner(runner, refill_threshold=5)
+    with AsyncPolicyRunner(runner, refill_threshold=4) as always:  # a whole chunk: ask whenever none is in flight
+        assert always.refill_threshold == 4
     with pytest.raises(ValueError, match="finite"):
         runner.infer([0, 0, 0, 0, 0, float("nan")])
 

@@ -31,7 +31,7 @@ def test_deploy_subscribes_only_the_cameras_the_policy_reads(tmp_path: Path) -> 
         assert deployment.image_topics == {TINY_IMAGE_KEY: "camera/front"}
         assert deployment.rate_hz == 25.0 and deployment.runner.n_action_steps == 4
         assert len(deployment.warnings) == 1 and "'observation.images.wrist'" in deployment.warnings[0]
-        assert "25 Hz" in deployment.summary(str(path), autostart=False)
+        assert "25 Hz" in deployment.summary(autostart=False) and str(path) in deployment.source
     finally:
         deployment.runner.close()
     with pytest.raises(MissingImageError):

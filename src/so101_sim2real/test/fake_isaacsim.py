@@ -2,9 +2,16 @@
 
 Isaac Sim cannot run here, so the bridge script is run against this fake. Its node types, port names
 and port types, and the URDF importer's config fields and enum, are data copied from the upstream
-definitions (IsaacSim v5.1.0; the same names and ports hold from 4.5, per the extensions' changelogs):
+definitions (IsaacSim v5.1.0; the .ogn files and the importer's commands are identical in v5.0.0):
 a renamed node or port, a wrongly typed value, an int where the importer binds an enum, or an On
 Physics Step node in a graph that is not on-demand fails here as it would in Isaac Sim.
+
+The app's main loop is a model of ``omni.kit.loop-isaac``'s ``RunLoopRunner`` (IsaacSim v5.1.0,
+``plugins/omni.kit.loop/RunLoopRunner.cpp``, the same in v5.0.0) with the settings a standalone app starts
+with (``apps/isaacsim.exp.base.kit``): each ``SimulationApp.update()`` advances simulation time by the
+manual step size in manual mode (the wall time the frame took otherwise), and when the rate limit is on
+sleeps until 1/rateLimitFrequency of wall time has passed since the frame began. Wall time is simulated:
+a frame's own work takes ``frame_work_s``.
 """
 
 from __future__ import annotations
@@ -16,7 +23,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["OGN_NODES", "OmniGraphError", "UrdfJointTargetType", "ImportConfig", "FakeIsaacSim", "SO101_JOINTS", "ROBOT_ROOT"]
+__all__ = ["OGN_NODES", "OmniGraphError", "UrdfJointTargetType", "ImportConfig", "FakeIsaacSim", "SO101_JOINTS", "ROBOT_ROOT",
+           "MainLoop"]
 
 # --- OmniGraph node definitions: {node type: {"inputs": {port: type}, "outputs": {port: type}}} ---------
 OGN_NODES: dict[str, dict[str, dict[str, str]]] = {
@@ -236,10 +244,71 @@ SO101_JOINTS = ("shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wr
 ROBOT_ROOT = "/so101/base_link"  # what URDFParseAndImportFile(get_articulation_root=True) returns here
 
 
+# apps/isaacsim.exp.base.kit [settings.app]: runLoops.main.rateLimitEnabled = false, manualModeEnabled = true;
+# RunLoopRunner.cpp defaults: rateLimitFrequency 60 (kDefaultFrequency), manual step 1/60 s (m_deltaTime)
+STANDALONE_SETTINGS = {"/app/runLoops/main/rateLimitEnabled": False, "/app/runLoops/main/manualModeEnabled": True,
+                       "/app/runLoops/main/rateLimitFrequency": 60.0}
+
+
+class MainLoop:
+    """The main run loop's clocks: what ``omni.kit.loop._loop.acquire_loop_interface()`` and the settings drive."""
+
+    def __init__(self, settings: dict[str, Any], frame_work_s: float) -> None:
+        self.settings = settings
+        self.frame_work_s = frame_work_s
+        self.manual_step_size = 1.0 / 60.0
+        self.wall_time = 0.0
+        self.sim_time = 0.0
+        self.frames = 0
+
+    # the loop interface's bindings (BindingsRunLoopRunnerPython.cpp)
+    def set_manual_step_size(self, dt: float) -> None:
+        self.manual_step_size = float(dt)
+
+    def get_manual_step_size(self) -> float:
+        return self.manual_step_size
+
+    def set_manual_mode(self, enabled: bool) -> None:
+        self.settings["/app/runLoops/main/manualModeEnabled"] = bool(enabled)
+
+    def get_manual_mode(self) -> bool:
+        return bool(self.settings["/app/runLoops/main/manualModeEnabled"])
+
+    def update(self) -> None:
+        """RunLoopThread::update: the frame's dt, its work, then the rate-limit sleep."""
+        elapsed = self.frame_work_s
+        if self.settings["/app/runLoops/main/rateLimitEnabled"]:
+            elapsed = max(elapsed, 1.0 / float(self.settings["/app/runLoops/main/rateLimitFrequency"]))
+        self.sim_time += self.manual_step_size if self.get_manual_mode() else elapsed
+        self.wall_time += elapsed
+        self.frames += 1
+
+
+class _Settings:
+    """carb.settings' ISettings for the keys the script writes (typed setters, as the bindings have)."""
+
+    def __init__(self, values: dict[str, Any]) -> None:
+        self.values = values
+
+    def set_bool(self, path: str, value: bool) -> None:
+        if not isinstance(value, bool):
+            raise TypeError(f"set_bool({path!r}) got {value!r}")
+        self.values[path] = value
+
+    def set_float(self, path: str, value: float) -> None:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise TypeError(f"set_float({path!r}) got {value!r}")
+        self.values[path] = float(value)
+
+    def get(self, path: str) -> Any:
+        return self.values.get(path)
+
+
 class FakeIsaacSim:
     """Builds the fake module tree, records every call, and lets a test make the ROS 2 bridge fail."""
 
-    def __init__(self, bridge_starts: bool = True, bridge_registers_nodes: bool = True) -> None:
+    def __init__(self, bridge_starts: bool = True, bridge_registers_nodes: bool = True, frames: int = 1,
+                 frame_work_s: float = 0.002) -> None:
         # bridge_starts=False: on_startup finds no ROS 2 libraries and disables the extension.
         # bridge_registers_nodes=False: it stays enabled but get_startup_status() failed, so it returned
         # before register_nodes() (python/impl/extension.py).
@@ -252,6 +321,9 @@ class FakeIsaacSim:
         self.app_configs: list[dict[str, Any]] = []
         self.app_closed = False
         self.timeline_playing = False
+        self.frames = frames  # frames the app runs before the user closes it
+        self.settings: dict[str, Any] = dict(STANDALONE_SETTINGS)
+        self.main_loop = MainLoop(self.settings, frame_work_s)
 
     # omni.kit.commands.execute
     def execute(self, name: str, **kwargs: Any) -> tuple[bool, Any]:
@@ -335,24 +407,39 @@ class FakeIsaacSim:
         fake = self
         mods = {name: types.ModuleType(name) for name in (
             "isaacsim", "isaacsim.core", "isaacsim.core.utils", "isaacsim.core.utils.extensions", "omni",
-            "omni.kit", "omni.kit.app", "omni.kit.commands", "omni.graph", "omni.graph.core", "omni.timeline",
-            "omni.usd", "pxr")}
+            "omni.kit", "omni.kit.app", "omni.kit.commands", "omni.kit.loop", "omni.kit.loop._loop", "omni.graph",
+            "omni.graph.core", "omni.timeline", "omni.usd", "pxr", "carb", "carb.settings")}
 
         class SimulationApp:
             def __init__(self, config: dict[str, Any]) -> None:
                 fake.app_configs.append(config)
-                self._running = True
+                self._frames_left = fake.frames
 
             def update(self) -> None:
-                pass
+                fake.main_loop.update()
 
             def is_running(self) -> bool:
-                running, self._running = self._running, False  # one frame, then the user closes the window
+                running = self._frames_left > 0  # so many frames, then the user closes the window
+                self._frames_left -= 1
                 return running
 
             def close(self) -> None:
                 fake.app_closed = True
 
+        def started() -> None:
+            if not fake.app_configs:
+                raise RuntimeError("Kit is not running: create the SimulationApp first")
+
+        def get_settings() -> _Settings:
+            started()
+            return _Settings(fake.settings)
+
+        def acquire_loop_interface() -> MainLoop:
+            started()
+            return fake.main_loop
+
+        mods["carb.settings"].get_settings = get_settings  # type: ignore[attr-defined]
+        mods["omni.kit.loop._loop"].acquire_loop_interface = acquire_loop_interface  # type: ignore[attr-defined]
         mods["isaacsim"].SimulationApp = SimulationApp  # type: ignore[attr-defined]
         mods["isaacsim.core.utils.extensions"].enable_extension = self.enable_extension  # type: ignore[attr-defined]
         manager = types.SimpleNamespace(is_extension_enabled=lambda name: name in fake.enabled_extensions)

@@ -29,6 +29,7 @@ from so101_policy.spec import (
     ENV_STATE_KEY,
     IMAGE_PREFIX,
     LEROBOT_CHUNK_TYPES,
+    LEROBOT_LANGUAGE_TYPES,
     LEROBOT_NON_POLICY_TYPES,
     SIDECAR_NAME,
     STATE_KEY,
@@ -184,7 +185,7 @@ def _lerobot_spec(raw: Mapping[str, Any], meta: Mapping[str, Any], source: str, 
     if policy_type not in LEROBOT_CHUNK_TYPES or raw.get("temporal_ensemble_coeff") is not None:
         chunk = steps = 1  # stepped with select_action: one action per inference
     defaults = {"chunk_size": chunk, "n_action_steps": min(steps, chunk), "image_features": images,
-                "uses_task": policy_type in {"smolvla", "pi0", "pi05", "pi0_fast", "groot", "xvla", "wall_x"}}
+                "uses_task": policy_type in LEROBOT_LANGUAGE_TYPES}
     fixed = {"image_features", "chunk_size"}
     clash = sorted(k for k in fixed if k in meta)
     if clash:

@@ -1,11 +1,11 @@
 """SO-101 in Isaac Sim behind the ROS 2 bridge topics the workspace replays against.
 
-Run with Isaac Sim's own Python (not the workspace venv), Isaac Sim 4.5, 5.0 or 5.1, with the ROS 2
+Run with Isaac Sim's own Python (not the workspace venv), Isaac Sim 5.0 or 5.1, with the ROS 2
 Jazzy bridge's environment set before Isaac Sim starts (see docs/ISAAC_SIM.md)::
 
     export ROS_DISTRO=jazzy RMW_IMPLEMENTATION=rmw_fastrtps_cpp
     export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$HOME/isaacsim/exts/isaacsim.ros2.bridge/jazzy/lib
-    ./python.sh so101_isaac_bridge.py --urdf /path/to/so101.urdf [--kp 1000 --kd 2 --headless --play]
+    ./python.sh so101_isaac_bridge.py --urdf /path/to/so101.urdf [--kp 1000 --kd 2 --frame-hz 50 --headless --play]
 
 (the URDF with absolute mesh paths: ``python -c "from so101_description.paths import urdf_text;
 print(urdf_text(True))" > so101.urdf`` in the workspace). It imports the URDF as a fixed-base
@@ -19,6 +19,15 @@ states and /clock published at the 200 Hz physics rate, not at the rendering fra
                      └─> ROS2 Publish Clock         (clock)               <─ Isaac Read Simulation Time
 
 Then press play (or pass ``--play``). Consumers use ``use_sim_time`` and the same ``ROS_DOMAIN_ID``.
+
+Pacing: a standalone Isaac Sim app runs its main loop as fast as it can (``isaacsim.exp.base.kit``, 5.0
+and 5.1: ``runLoops.main.rateLimitEnabled = false``, ``manualModeEnabled = true``: each frame advances a
+fixed 1/60 s whatever it took), so a light headless scene runs many times faster than real time and
+every millisecond the replay's commands spend in DDS becomes several milliseconds of command lag in
+simulation time. The script turns the main loop's rate limit on at ``--frame-hz`` frames per second of
+the wall clock, each advancing 1/frame-hz s of simulation time (PHYSICS_HZ / frame-hz physics steps),
+the settings ``isaacsim.core.api``'s ``SimulationContext.set_simulation_dt`` writes when rate limiting is on:
+simulation time never runs ahead of the wall clock, and falls behind it only when a frame takes longer.
 
 Drive gains are given per radian (N·m/rad, N·m·s/rad, like every gain in the workspace). USD angular
 drives store stiffness and damping per degree, so they are written as gain × π/180, the conversion
@@ -44,6 +53,7 @@ from typing import Any
 __all__ = [
     "SUPPORTED_VERSIONS",
     "PHYSICS_HZ",
+    "FRAME_HZ",
     "GRAPH_PATH",
     "ROS2_BRIDGE_EXTENSION",
     "URDF_IMPORTER_EXTENSION",
@@ -54,6 +64,8 @@ __all__ = [
     "check_ros_environment",
     "usd_angular_gains",
     "enable_extensions",
+    "physics_steps_per_frame",
+    "pace_to_real_time",
     "build_physics_scene",
     "import_robot",
     "set_drive_gains",
@@ -61,10 +73,16 @@ __all__ = [
     "main",
 ]
 
-# Names used here exist from 4.5 (the isaacsim.* extension rename) to 5.1. 4.2 and older used
-# omni.isaac.*; 6.0 moved the ROS 2 nodes to isaacsim.ros2.nodes and replaced URDFParseAndImportFile.
-SUPPORTED_VERSIONS = ((4, 5), (5, 0), (5, 1))
+# 5.0 and 5.1 (checked against the IsaacSim v5.0.0 and v5.1.0 sources). Older releases do not bundle the
+# ROS 2 Jazzy bridge libraries (isaacsim.ros2.bridge added Jazzy in 4.3.0, 2025-03, on the Kit 107 line of
+# 5.0); 6.0 keeps the node type ids but removed the URDFParseAndImportFile command (its URDF importer is the
+# URDFImporter class of a new USD-exchange backend).
+SUPPORTED_VERSIONS = ((5, 0), (5, 1))
+UNSUPPORTED_REASON = ("releases before 5.0 do not bundle the ROS 2 Jazzy bridge libraries; 6.0 removed the "
+                      "URDFParseAndImportFile command the import uses")
 PHYSICS_HZ = 200.0  # SAGE's sim rate; the workspace's MuJoCo backend uses the same
+FRAME_HZ = 50.0  # default main-loop frames per wall-clock second: 4 physics steps per frame
+MAIN_LOOP = "/app/runLoops/main"  # the settings of omni.kit.loop-isaac's main run loop
 GRAPH_PATH = "/World/SO101_ROS2_Bridge"
 ROS2_BRIDGE_EXTENSION = "isaacsim.ros2.bridge"
 URDF_IMPORTER_EXTENSION = "isaacsim.asset.importer.urdf"
@@ -91,6 +109,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--max-force", type=float, default=3.35, help="drive force limit, N·m (official servo figure)")
     parser.add_argument("--command-topic", default="isaac_joint_command")
     parser.add_argument("--state-topic", default="isaac_joint_states")
+    parser.add_argument("--frame-hz", type=float, default=FRAME_HZ,
+                        help=f"main-loop frames per wall-clock second, each advancing 1/frame-hz s of simulation "
+                             f"time (a divisor of the {PHYSICS_HZ:g} Hz physics rate)")
     parser.add_argument("--headless", action="store_true")
     parser.add_argument("--play", action="store_true", help="start the timeline at once")
     return parser.parse_args(argv)
@@ -118,7 +139,7 @@ def isaac_version(environ: Mapping[str, str]) -> tuple[int, int]:
         raise BridgeSetupError(f"{version_file}: unrecognised Isaac Sim version {text!r}") from None
     if version not in SUPPORTED_VERSIONS:
         raise BridgeSetupError(f"Isaac Sim {text} is not supported by this script (supported: {supported}; "
-                               "4.2 and older use omni.isaac.* names, 6.0 moved the ROS 2 nodes and the URDF importer)")
+                               f"{UNSUPPORTED_REASON})")
     return version
 
 
@@ -162,6 +183,30 @@ def enable_extensions(app: Any, isaac_root: str) -> None:
                         f"LD_LIBRARY_PATH (…:{isaac_root}/exts/{name}/{ROS_DISTRO}/lib) were exported before "
                         "./python.sh, and read the bridge's messages above")
             raise BridgeSetupError(f"enabling the Isaac Sim extension {name} failed{hint}")
+
+
+def physics_steps_per_frame(frame_hz: float) -> int:
+    """Physics steps in one main-loop frame of 1/``frame_hz`` s; raises unless ``frame_hz`` divides PHYSICS_HZ."""
+    steps = PHYSICS_HZ / frame_hz if frame_hz > 0 else 0.0
+    if steps < 1 or abs(steps - round(steps)) > 1e-9:
+        divisors = [f"{PHYSICS_HZ / n:g}" for n in range(1, 9) if PHYSICS_HZ % n == 0]
+        raise BridgeSetupError(f"--frame-hz {frame_hz:g} does not divide the {PHYSICS_HZ:g} Hz physics rate "
+                               f"(e.g. {', '.join(divisors)})")
+    return round(steps)
+
+
+def pace_to_real_time(frame_hz: float) -> None:
+    """Rate-limit the main loop to ``frame_hz`` wall-clock frames per second of 1/``frame_hz`` s of simulation
+    time each (Isaac Sim's standalone default is no rate limit: the loop runs as fast as it can)."""
+    import carb.settings
+    import omni.kit.loop._loop as omni_loop
+
+    settings = carb.settings.get_settings()
+    settings.set_bool(f"{MAIN_LOOP}/rateLimitEnabled", True)
+    settings.set_float(f"{MAIN_LOOP}/rateLimitFrequency", float(frame_hz))
+    loop = omni_loop.acquire_loop_interface()
+    loop.set_manual_step_size(1.0 / frame_hz)  # the simulation time one frame advances (manual mode)
+    loop.set_manual_mode(True)
 
 
 def build_physics_scene(stage: Any) -> None:
@@ -263,6 +308,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parse_args(argv)
     gains = DriveGains(args.kp, args.kd, args.max_force)
     try:
+        physics_steps_per_frame(args.frame_hz)
         if not Path(args.urdf).is_file():
             raise BridgeSetupError(f"{args.urdf}: no such URDF file")
         isaac_version(os.environ)
@@ -275,6 +321,7 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     app = SimulationApp({"headless": args.headless})
     try:
+        pace_to_real_time(args.frame_hz)
         enable_extensions(app, isaac_root)
         import omni.timeline
         import omni.usd

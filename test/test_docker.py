@@ -243,7 +243,7 @@ def test_build_context_leaves_out_local_outputs() -> None:
 # ------------------------------------------------------------------------------ compose files, cross-checked
 def so101_subcommands() -> dict[str, str]:
     """The ``so101`` CLI table (command → module), read in this one place."""
-    from so101_bringup.cli import SUBCOMMANDS
+    from so101_apps.cli import SUBCOMMANDS
 
     return {command.name: command.module for command in SUBCOMMANDS}
 

@@ -49,9 +49,7 @@ def _shutdown_under_a_publish(node: Publishing) -> None:
 
 
 def test_a_callback_interrupted_by_the_shutdown_ends_the_node_quietly() -> None:
-    from rclpy._rclpy_pybind11 import RCLError
-
-    with pytest.raises(RCLError, match="context is invalid"):  # what the node hits (the traceback of make demo)
+    with pytest.raises(Exception, match="context is invalid"):  # rclpy's RCLError  # what the node hits (the traceback of make demo)
         _check_publish_after_shutdown()
     assert run_node(Publishing, [], "publishing", spin=_shutdown_under_a_publish) == 0
 

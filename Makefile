@@ -27,7 +27,7 @@ demo: $(STAMP)
 	VENV=$(VENV) bash scripts/with_env.sh so101 demo
 
 bench: $(STAMP)
-	VENV=$(VENV) bash scripts/with_env.sh so101 bench
+	VENV=$(VENV) bash scripts/with_env.sh so101 bench --isolated
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.node import Node
 from sensor_msgs.msg import JointState
@@ -136,9 +137,13 @@ def _record_motion(name: str, duration: float, player: MotionPlayerNode, monitor
                 and watch.driver_rate_hz is not None) or watch.faults.active
 
     if not wait_for(ready, timeout=60.0):
-        raise RuntimeError(f"not ready to record {name}: arm at {watch.measured} for {watch.commanded}, "
-                           f"recorder subscribed to {sorted(recorder.subscribed)}, driver rate "
-                           f"{'not reported' if watch.driver_rate_hz is None else watch.driver_rate_hz}")
+        waiting = [reason for reason in (
+            watch.waiting_for(monitor.now()),
+            f"the recorder to subscribe to {sorted(recorded_topics - set(recorder.subscribed))}"
+            if not recorded_topics <= set(recorder.subscribed) else None,
+            "the driver's first report on /diagnostics" if watch.driver_rate_hz is None else None) if reason]
+        raise RuntimeError(f"not ready to record {name} after 60 s: waiting for {'; '.join(waiting)} "
+                           f"(arm at {np.round(watch.measured, 3).tolist()} rad for {np.round(watch.commanded, 3).tolist()})")
     recorder.start_episode(task=name)
     watch.mark(monitor.now())
     player.restart()

@@ -163,6 +163,13 @@ def test_base_inheritance_and_loops(tmp_path):
         load_profile(tmp_path / "a.yaml")
 
 
+def test_exponent_notation_is_a_number(tmp_path):
+    # YAML 1.1 (PyYAML's resolver) reads 5e-1 as text; the profile loader reads it as YAML 1.2 does
+    profile = load_profile(write(tmp_path, "joints: {wrist_roll: {backlash: 5e-3}}\nbus: {latency: 2e-3}\n"))
+    assert profile.joint("wrist_roll").backlash == 0.005
+    assert profile.bus.latency == 0.002
+
+
 def test_empty_file_is_the_built_in_defaults(tmp_path):
     profile = load_profile(write(tmp_path, ""))
     assert profile.joint_defaults == JointParams()

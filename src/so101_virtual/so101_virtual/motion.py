@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from so101_common.joints import JOINTS, SAGE_JOINT_NAMES, sage_to_rad
+from so101_common.recording_checks import check_positions
 from so101_common.trajectory import JointTrajectory
 
 __all__ = ["Motion", "MotionError", "builtin_motion", "read_sage_motion", "trajectory_motion", "SAGE_RATE_HZ"]
@@ -73,6 +74,7 @@ def read_sage_motion(path: str | os.PathLike[str]) -> JointTrajectory:
         samples.append(sage_to_rad(values))
     if not samples:
         raise MotionError(f"{path}: no motion rows")
+    check_positions(np.array(samples), path, first_line=2, error=MotionError)
     return JointTrajectory(np.arange(len(samples)) / SAGE_RATE_HZ, np.array(samples))
 
 

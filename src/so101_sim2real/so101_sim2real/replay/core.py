@@ -22,6 +22,7 @@ import numpy as np
 from rosbags.typesys import Stores, get_typestore
 
 from so101_common.joints import JOINT_NAMES
+from so101_common.recording_checks import check_recording
 from so101_common.trajectory import JointTrajectory
 from so101_recorder.bag_reader import Bag, read_topic_pair
 from so101_recorder.bag_writer import EpisodeWriter
@@ -92,6 +93,10 @@ def load_bag_source(path: str | Path, command_topic: str = COMMAND_TOPIC, state_
         _LOG.warning("replaying only up to the cut: %s", bag.truncation)
     if len(command) == 0:
         raise ReplayError(f"bag {path}: topic {command_topic} holds no usable joint commands")
+    check_recording(command.time, command.position, f"bag {path} {command_topic}", command.names, error=ReplayError)
+    if state is not None:
+        check_recording(state.time, state.position, f"bag {path} {state_topic}", state.names, allow_nan=True,
+                        error=ReplayError)
     if state is not None and len(state) and np.isfinite(state.position).all():
         initial = _state_at(state, float(command.time[0]))
     else:

@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from so101_common.joints import GRIPPER, JOINT_NAMES, JOINTS, SAGE_JOINT_NAMES
+from so101_common.recording_checks import check_positions, check_recording
 from so101_common.trajectory import JointTrajectory
 
 __all__ = [
@@ -118,6 +119,7 @@ def read_motion_file(path: str | Path, rate_hz: float = MOTION_RATE_HZ) -> Joint
     if values.ndim != 2 or values.shape[1] != len(header):
         raise SageFormatError(f"motion file {path}: rows must have {len(header)} values")
     position = _sage_to_ros_matrix(values, header, sage_to_ros)
+    check_positions(position, path, first_line=2, error=SageFormatError)
     time = np.arange(len(values)) / rate_hz
     return JointTrajectory(time, position)
 
@@ -140,7 +142,8 @@ def run_kind_from_path(folder: str | Path) -> str | None:
 
 
 def read_run(folder: str | Path, kind: str | None = None) -> SageRun:
-    """Read a SAGE run folder as it is. ``kind`` defaults to the ``real``/``sim`` path component."""
+    """Read a SAGE run folder as it is. ``kind`` defaults to the ``real``/``sim`` path component. Times that jump
+    and values that cannot be radians are refused (:mod:`so101_common.recording_checks`)."""
     folder = Path(folder)
     if not folder.is_dir():
         raise SageFormatError(f"SAGE run folder {folder} does not exist")
@@ -159,7 +162,7 @@ def read_run(folder: str | Path, kind: str | None = None) -> SageRun:
         for row in _read_csv(folder / "event.csv", _EVENT_HEADER):
             events.append((row[2], _parse_float(row[1], folder / "event.csv")))
     j = len(names)
-    return SageRun(
+    run = SageRun(
         kind=kind,
         joint_names=names,
         control_time=np.array([_parse_float(r[1], folder / "control.csv") for r in control]),
@@ -170,6 +173,11 @@ def read_run(folder: str | Path, kind: str | None = None) -> SageRun:
         state_torque=_parse_lists([r[4] for r in state], j, folder / "state_motor.csv"),
         events=events,
     )
+    command_si, state_si = run_to_trajectories(run)
+    check_recording(command_si.time, command_si.position, folder / "control.csv", first_line=2, error=SageFormatError)
+    check_recording(state_si.time, state_si.position, folder / "state_motor.csv", first_line=2, allow_nan=True,
+                    error=SageFormatError)
+    return run
 
 
 def write_run(run: SageRun, folder: str | Path) -> None:
@@ -277,7 +285,8 @@ def _sage_to_ros_matrix(values: np.ndarray, header: Sequence[str], sage_to_ros: 
     index = [column_of[name] for name in JOINT_NAMES]
     out = np.array(values[:, index], dtype=np.float64)
     if scale:
-        out[:, _GRIPPER_INDEX] *= GRIPPER.span
+        with np.errstate(over="ignore"):  # an absurd value becomes inf, which the plausibility checks refuse
+            out[:, _GRIPPER_INDEX] *= GRIPPER.span
         if offset:
             out[:, _GRIPPER_INDEX] += GRIPPER.lower
     return out

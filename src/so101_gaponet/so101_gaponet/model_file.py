@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from so101_common.atomic_output import atomic_file, write_bytes_atomically
 from so101_gaponet.metadata import METADATA_KEY, TORCHSCRIPT_EXTRA_FILE, GapModelMetadata, ModelFileError
 from so101_gaponet.runtime import GapModel, OnnxGapModel, ProbeReport, TorchScriptGapModel
 
@@ -216,7 +217,7 @@ def save_onnx(module: Any, meta: GapModelMetadata, path: str | Path) -> Path:
     entry.key, entry.value = METADATA_KEY, meta.to_json()
     proto.producer_name = "so101_gaponet"
     onnx.checker.check_model(proto)
-    path.write_bytes(proto.SerializeToString())
+    write_bytes_atomically(path, proto.SerializeToString())  # complete or absent
     return path
 
 
@@ -229,5 +230,6 @@ def save_torchscript(module: Any, meta: GapModelMetadata, path: str | Path) -> P
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)  # torch.jit deprecation notices
         scripted = torch.jit.script(module.eval())
-        torch.jit.save(scripted, str(path), _extra_files={TORCHSCRIPT_EXTRA_FILE: meta.to_json()})
+        with atomic_file(path) as tmp:  # complete or absent
+            torch.jit.save(scripted, str(tmp), _extra_files={TORCHSCRIPT_EXTRA_FILE: meta.to_json()})
     return path

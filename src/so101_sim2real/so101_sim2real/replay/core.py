@@ -157,7 +157,8 @@ def joint_state_cdr(stamp: float, names: tuple[str, ...], position: np.ndarray,
 def write_replay_bag(path: str | Path, source: ReplaySource, applied: JointTrajectory, state: JointTrajectory,
                      command_topic: str = SIM_COMMAND_TOPIC, state_topic: str = SIM_STATE_TOPIC,
                      robot_id: str = "mujoco_so101", notes: str = "") -> Path:
-    """A sim bag: the applied commands and the simulated joint states, stamped on the source's clock."""
+    """A sim bag: the applied commands and the simulated joint states, stamped on the source's clock; complete or
+    absent (staged: written under a temporary name, renamed when finished)."""
     path = Path(path)
     if path.exists():
         raise ReplayError(f"output {path} already exists; choose a new path")
@@ -166,7 +167,7 @@ def write_replay_bag(path: str | Path, source: ReplaySource, applied: JointTraje
     streams += [(float(t), state_topic, state, i) for i, t in enumerate(state.time)]
     streams.sort(key=lambda item: (item[0], item[1]))
     try:
-        with EpisodeWriter(path, metadata) as writer:
+        with EpisodeWriter(path, metadata, staged=True) as writer:
             for stamp, topic, trajectory, index in streams:
                 data = joint_state_cdr(stamp, trajectory.names, trajectory.position[index],
                                        trajectory.velocity[index], trajectory.effort[index])
@@ -256,7 +257,8 @@ class LiveReplay:
         self.schedule = schedule
         self.tail_s = tail_s  # s recorded after the last command, so the sim's response to it is kept
         self.writer = EpisodeWriter(out, EpisodeMetadata(name="", robot_id=robot_id, task=schedule.source.name,
-                                                         notes=f"sim replay of {schedule.source.metadata}"))
+                                                         notes=f"sim replay of {schedule.source.metadata}"),
+                                    staged=True)  # the sim bag appears at `out` when the replay is complete
         self._start: float | None = None
         self._sent = -2  # index of the last command returned (-1: the initial-state command)
 

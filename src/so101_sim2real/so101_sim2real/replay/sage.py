@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from so101_common.atomic_output import staged_folder, write_text_atomically
 from so101_common.joints import GRIPPER, JOINT_NAMES, JOINTS, SAGE_JOINT_NAMES
 from so101_common.recording_checks import check_positions, check_recording
 from so101_common.trajectory import JointTrajectory
@@ -128,8 +129,7 @@ def write_motion_file(trajectory: JointTrajectory, path: str | Path) -> None:
     """A command trajectory (any joint order) → SAGE motion file, six decimals as SAGE's files have."""
     fractions = _ros_to_sage_matrix(trajectory.reordered(JOINT_NAMES).position)
     lines = [",".join(SAGE_JOINT_NAMES)] + [",".join(f"{v:.6f}" for v in row) for row in fractions]
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    Path(path).write_text("\n".join(lines) + "\n")
+    write_text_atomically(path, "\n".join(lines) + "\n")
 
 
 # ----------------------------------------------------------------------------------------------- run folders
@@ -181,9 +181,15 @@ def read_run(folder: str | Path, kind: str | None = None) -> SageRun:
 
 
 def write_run(run: SageRun, folder: str | Path) -> None:
-    """Write a run folder the way SAGE does (csv module quoting, Python list text, ``repr`` floats)."""
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
+    """Write a run folder the way SAGE does (csv module quoting, Python list text, ``repr`` floats).
+
+    Complete or absent: the files are written under a temporary name and published when all are written
+    (:func:`so101_common.atomic_output.staged_folder`; ``state_motor.csv``, which marks a run folder, last)."""
+    with staged_folder(folder, marker="state_motor.csv") as staging:
+        _write_run_files(run, staging)
+
+
+def _write_run_files(run: SageRun, folder: Path) -> None:
     (folder / "joint_list.txt").write_text("".join(f"{name}\n" for name in run.joint_names))
     with open(folder / "control.csv", "w", newline="") as f:
         writer = csv.writer(f)

@@ -23,6 +23,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import Field, field_validator
 
+from so101_common.atomic_output import staged_folder
 from so101_common.joints import JOINT_NAMES
 from so101_common.schema import SchemaError, StrictModel, load_json, validate
 
@@ -226,8 +227,16 @@ class PairedDataset:
     # ------------------------------------------------------------------------------------------- files
 
     def save(self, path: str | Path) -> Path:
-        """Write ``dataset.json`` and ``episodes/<name>.npz`` (the index last, so a crash leaves no index)."""
+        """Write ``dataset.json`` and ``episodes/<name>.npz``: complete or absent (written under a temporary
+        name, published when all is written, the index last: :func:`so101_common.atomic_output.staged_folder`)."""
         path = Path(path)
+        with staged_folder(path, marker="dataset.json") as staging:
+            self._write(staging)
+        self.path = path
+        _LOG.info("wrote %d episodes to %s", len(self.episodes), path)
+        return path
+
+    def _write(self, path: Path) -> None:
         (path / "episodes").mkdir(parents=True, exist_ok=True)
         for episode in self.episodes:
             np.savez_compressed(path / "episodes" / f"{episode.name}.npz", allow_pickle=False, **episode.arrays())
@@ -241,12 +250,7 @@ class PairedDataset:
             episodes=[EpisodeEntry(name=e.name, file=f"episodes/{e.name}.npz", samples=len(e), metadata=e.metadata)
                       for e in self.episodes],
         )
-        tmp = path / "dataset.json.tmp"
-        tmp.write_text(json.dumps(index.model_dump(mode="json"), indent=2, allow_nan=False) + "\n")
-        tmp.replace(path / "dataset.json")
-        self.path = path
-        _LOG.info("wrote %d episodes to %s", len(self.episodes), path)
-        return path
+        (path / "dataset.json").write_text(json.dumps(index.model_dump(mode="json"), indent=2, allow_nan=False) + "\n")
 
     @classmethod
     def load(cls, path: str | Path, episodes: Sequence[str] | None = None) -> PairedDataset:

@@ -163,6 +163,28 @@ def test_base_inheritance_and_loops(tmp_path):
         load_profile(tmp_path / "a.yaml")
 
 
+def test_exponent_notation_is_a_number(tmp_path):
+    # YAML 1.1 (PyYAML's resolver) reads 5e-1 as text; the profile loader reads it as YAML 1.2 does
+    profile = load_profile(write(tmp_path, "joints: {wrist_roll: {backlash: 5e-3}}\nbus: {latency: 2e-3}\n"))
+    assert profile.joint("wrist_roll").backlash == 0.005
+    assert profile.bus.latency == 0.002
+
+
+def test_a_full_disk_leaves_no_half_written_profile(tmp_path, monkeypatch):
+    import errno
+
+    real_write_text = Path.write_text
+
+    def half_then_full(self, data, *args, **kwargs):
+        real_write_text(self, data[: len(data) // 2], *args, **kwargs)
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(Path, "write_text", half_then_full)
+    with pytest.raises(OSError, match="No space left"):
+        write_profile(tmp_path / "fitted.yaml", load_profile("worn"), "fitted")
+    assert list(tmp_path.iterdir()) == []  # main: half a profile at fitted.yaml
+
+
 def test_empty_file_is_the_built_in_defaults(tmp_path):
     profile = load_profile(write(tmp_path, ""))
     assert profile.joint_defaults == JointParams()

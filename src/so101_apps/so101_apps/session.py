@@ -90,6 +90,8 @@ def run_session(label: str, opts: GraphOptions, motions: Sequence[MotionSpec], p
     with ``opts.gap_profile`` (else ``opts.port`` and ``opts.calibration_file`` name the real arm)."""
     if opts.bag_root is None:
         raise ValueError("a session records every motion: its GraphOptions need a bag_root")
+    # every motion read (and refused: empty, not finite, not radians, ...) before the arm or a node starts
+    loaded = {spec.name: load_motion(spec.source, duration=spec.seconds) for spec in motions}
     bag_root = Path(opts.bag_root)
     profile = opts.gap_profile or "default"
     arm_text = f"virtual SO-101 (profile {profile})" if virtual else f"SO-101 on {opts.port}"
@@ -110,7 +112,7 @@ def run_session(label: str, opts: GraphOptions, motions: Sequence[MotionSpec], p
             monitor = DeployMonitor(player)
             recorder = graph.node(RECORDER, RecorderNode)
             for spec in motions:
-                motion = load_motion(spec.source, duration=spec.seconds)
+                motion = loaded[spec.name]
                 player.set_motion(motion)
                 recorded[spec.name] = _record_motion(spec.name, motion.duration, player, monitor, recorder, graph,
                                                      print_period)

@@ -164,3 +164,20 @@ def test_a_driver_that_dies_mid_motion_ends_run_motion_with_its_exit_and_keeps_t
     episode = load_episode(bag)
     assert episode is not None and episode.status == "complete" and episode.stop_time_ns is not None
     assert (episode.stop_time_ns - episode.start_time_ns) * 1e-9 < 25.0  # ended when the driver did, not at the motion's end
+
+
+def test_every_motion_file_is_checked_before_anything_starts(tmp_path: Path) -> None:
+    header = "Rotation,Pitch,Elbow,Wrist_Pitch,Wrist_Roll,Jaw\n"
+    good = tmp_path / "good.txt"
+    good.write_text(header + "0.0,0.0,0.5,0.0,0.0,0.5\n" * 50)
+    empty = tmp_path / "empty.txt"
+    empty.write_text("")
+    nan_rows = tmp_path / "nan_rows.txt"
+    nan_rows.write_text(header + "0.0,0.0,0.5,0.0,0.0,0.5\n" * 5 + "0.0,nan,0.5,0.0,0.0,0.5\n")
+    for bad, why in ((empty, "is empty"), (nan_rows, ":7: expected finite numbers")):
+        out = tmp_path / bad.stem
+        result = _so101("run-motion", "--motion", str(good), str(bad), "--out", str(out), timeout=120)
+        assert result.returncode == 1, result.stdout[-2000:] + result.stderr[-2000:]
+        assert f"so101 run-motion: error: motion file {bad}" in result.stderr and why in result.stderr, result.stderr
+        assert "Traceback" not in result.stderr
+        assert not (out / "virtual_arm").exists() and not (out / "bags").exists()  # nothing was started

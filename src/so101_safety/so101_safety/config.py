@@ -18,10 +18,12 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import Field, PrivateAttr, ValidationInfo, field_validator
 
 from so101_common.joints import JOINT_NAMES, JOINTS, joint
+from so101_common.parameters import ParameterSpec, parameter_specs
 from so101_common.schema import Number, SchemaError, StrictModel, read_yaml, validate
 from so101_safety.errors import SafetyConfigError
 
-__all__ = ["JointOverride", "JointLimits", "SafetyConfig", "NodeOptions", "load_config", "load_parameters", "split_parameters"]
+__all__ = ["JointOverride", "JointLimits", "SafetyConfig", "NodeOptions", "load_config", "load_parameters", "split_parameters",
+           "node_parameter_specs"]
 
 _OVERRIDABLE = ("margin", "max_velocity", "max_acceleration")
 if TYPE_CHECKING:
@@ -158,6 +160,15 @@ class NodeOptions(StrictModel):
 
     diagnostics_period: Number = Field(1.0, gt=0, description="s between the node's own /diagnostics status messages")
     log_throttle: Number = Field(2.0, gt=0, description="s between two log lines about rejected messages")
+
+
+def node_parameter_specs() -> list[ParameterSpec]:
+    """Every parameter of the safety node: the filter's settings, the node's options, and each joint's overrides
+    (``joints.<joint>.<key>``)."""
+    specs = [*parameter_specs(SafetyConfig, exclude=("joints",)), *parameter_specs(NodeOptions)]
+    for name in JOINT_NAMES:
+        specs += parameter_specs(JointOverride, prefix=f"joints.{name}.")
+    return specs
 
 
 def split_parameters(values: Mapping[str, Any], source: str = "parameters") -> tuple[SafetyConfig, NodeOptions]:

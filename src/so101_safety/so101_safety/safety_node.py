@@ -27,11 +27,9 @@ from std_msgs.msg import Bool
 from std_srvs.srv import Trigger
 
 from so101_common import topics
-from so101_common.joints import JOINT_NAMES
-from so101_common.parameters import parameter_specs
 from so101_ros.node_params import declare_parameter_values
 from so101_ros.node_runner import run_node
-from so101_safety.config import JointOverride, NodeOptions, SafetyConfig, split_parameters
+from so101_safety.config import node_parameter_specs, split_parameters
 from so101_safety.core import SafeCommand, SafetyFilter, Verdict
 from so101_safety.diagnostics import status_report
 from so101_safety.errors import SafetyConfigError
@@ -69,10 +67,7 @@ class SafetyNode(Node):
 
     def _declare_parameters(self) -> dict[str, object]:
         """Every field of the config models, with its description and range; the models validate."""
-        specs = [*parameter_specs(SafetyConfig, exclude=("joints",)), *parameter_specs(NodeOptions)]
-        for joint in JOINT_NAMES:  # per-joint overrides: unset = the default above
-            specs += parameter_specs(JointOverride, prefix=f"joints.{joint}.")
-        return declare_parameter_values(self, specs)
+        return declare_parameter_values(self, node_parameter_specs())
 
     def _on_set_parameters(self, params: list[Parameter]) -> SetParametersResult:
         refused = [p.name for p in params if p.name != "use_sim_time"]

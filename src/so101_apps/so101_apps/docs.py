@@ -16,7 +16,8 @@ from pathlib import Path
 
 from so101_common.parameters import ParameterSpec, parameter_specs
 
-__all__ = ["GENERATED", "Generated", "parameters_markdown", "commands_markdown", "render", "main"]
+__all__ = ["GENERATED", "Generated", "parameters_markdown", "commands_markdown", "launch_arguments_markdown", "render",
+           "main"]
 
 ROOT = Path(__file__).resolve().parents[3]  # the checkout (make docs runs from it)
 
@@ -122,6 +123,26 @@ def _recorder() -> str:
     return parameters_markdown(parameter_specs(RecorderParameters))
 
 
+def launch_arguments_markdown() -> str:
+    """Every graph's launch arguments (:mod:`so101_bringup.graphs`), one table per launch file."""
+    from so101_bringup.graphs import GRAPHS, ShareFile
+
+    blocks = []
+    for graph in GRAPHS.values():
+        lines = [f"**`{graph.name}.launch.py`**: {graph.description}", "",
+                 "| argument | default | choices | meaning |", "|---|---|---|---|"]
+        for arg in graph.args:
+            if arg.default is None:
+                default = "required"
+            elif isinstance(arg.default, ShareFile):
+                default = f"`{arg.default.path}` in `{arg.default.package}`'s share"
+            else:
+                default = f"`{_value(arg.default)}`"
+            lines.append(f"| `{arg.name}` | {default} | {', '.join(arg.choices)} | {_cell(arg.description)} |")
+        blocks.append("\n".join(lines))
+    return "\n\n".join(blocks)
+
+
 def _paired_dataset() -> str:
     from so101_common.paired_dataset import format_markdown
 
@@ -145,6 +166,7 @@ GENERATED: tuple[Generated, ...] = (
     Generated("src/so101_policy/README.md", "policy-parameters", _policy),
     Generated("src/so101_policy/README.md", "motion-player-parameters", _motion_player),
     Generated("src/so101_recorder/README.md", "recorder-parameters", _recorder),
+    Generated("src/so101_bringup/README.md", "launch-arguments", launch_arguments_markdown),
 )
 
 

@@ -65,8 +65,21 @@ class SafetyConfig(StrictModel):
     gripper_load_limit: Number = Field(0.6, ge=0, description="fraction of max effort above which the gripper stops closing; 0 = off")
     gripper_load_hysteresis: Number = Field(0.1, ge=0, description="the limit is released below gripper_load_limit − this")
     gripper_load_timeout: Number = Field(2.0, gt=0, description="s after which a load reading is too old to count")
-    reseed_tolerance: Number = Field(0.1, ge=0, description="rad: after a reset or a hold, restart from the measured position if further")
-    rate_hz: Number = Field(100.0, gt=0, description="output rate of the node, Hz")
+    reseed_tolerance: Number = Field(
+        0.25, ge=0, description="rad: a joint whose measured position lies further than this from every output of "
+        "the last tracking_lag s (torque was off, the arm was pushed, fell or is blocked) restarts from the measured "
+        "position; keep it above the arm's sag under its heaviest load")
+    tracking_lag: Number = Field(0.15, ge=0, le=2.0, description="s the arm may lag behind the output: a measured "
+                                 "position is compared with the outputs of this long before it")
+    limp_load: Number = Field(0.02, ge=0, le=1, description="fraction of max effort below which a joint's servo counts "
+                              "as limp (torque off: it reports no load): its output then follows the measured position "
+                              "within limp_tolerance, with no lag allowed; 0 = off")
+    limp_tolerance: Number = Field(0.05, ge=0, description="rad: how far a limp joint may lie from its output before the "
+                                   "output restarts from it (what torque coming back on may move it by)")
+    rate_hz: Number = Field(100.0, gt=0, description="timer rate (Hz): the hold, the e-stop and an output still "
+                            "travelling to its target are published at this rate")
+    max_rate_hz: Number = Field(100.0, gt=0, description="most outputs per second, commands and timer together (the "
+                                "driver's rate_hz): faster commands are coalesced, the latest wins")
     joints: dict[JointName, JointOverride] = Field(default_factory=dict, description="per-joint overrides by joint name")
 
     _limits: tuple[JointLimits, ...] = PrivateAttr()

@@ -3,8 +3,8 @@
 Subscribes ``input`` (JointState command, remapped to ``gaponet/joint_command`` in the deploy graph),
 ``joint_states`` (positions; the gripper's effort in N·m gives its load) and ``~/estop_trigger``
 (std_msgs/Bool: true latches the e-stop, false does nothing). Publishes ``output`` (JointState, all
-joints, positions only, remapped to ``joint_command``) once for every accepted command as it arrives,
-and on a ``rate_hz`` timer while the output has something to do on its own (watchdog hold, e-stop,
+joints, positions only, remapped to ``joint_command``) once for every accepted command as it arrives
+(at most ``max_rate_hz``: faster commands are coalesced, the latest wins), and on a ``rate_hz`` timer while the output has something to do on its own (watchdog hold, e-stop,
 travelling to its target: :meth:`SafetyFilter.tick_due`); its state goes to ``/diagnostics``. Services ``~/estop`` and ``~/reset`` (std_srvs/Trigger). Parameters: see
 ``config/safety.yaml`` and the package README; they are read at start-up (changes at run time are
 refused). Every input is stamped with this node's clock at arrival (``use_sim_time`` honoured).
@@ -90,8 +90,9 @@ class SafetyNode(Node):
         stamp, now = self._now()
         verdict = self.filter.on_command(msg.name, msg.position, now)
         self._log_rejection("command", verdict)
-        if verdict.accepted:
+        if verdict.accepted and self.filter.forward_due(now):
             self._publish(self.filter.step(now), stamp)  # forwarded at arrival: no wait for the next tick
+        # (a command faster than max_rate_hz waits for the next tick, replaced by any later one)
 
     def _on_joint_states(self, msg: JointState) -> None:
         self._log_rejection("joint_states", self.filter.on_measured(msg.name, msg.position, msg.velocity,

@@ -158,7 +158,8 @@ class DriverNode(ArmNode):
         p = self.params
         assert isinstance(p, FollowerParameters)
         self._torque_on_start = p.torque_on_start
-        return DriverConfig(write_goals=write_goals, configure_servos=p.configure_servos, write_on_command=p.write_on_command)
+        return DriverConfig(write_goals=write_goals, configure_servos=p.configure_servos, write_on_command=p.write_on_command,
+                            max_relative_target=p.max_relative_target)
 
     def start_core(self) -> None:
         self.core.start(torque_on=self._torque_on_start)
@@ -170,8 +171,10 @@ class DriverNode(ArmNode):
     def _on_command(self, msg: JointState) -> None:
         try:
             result = self.core.command(list(msg.name), list(msg.position))
-        except CommandRejected as err:
-            self.get_logger().warning(f"joint_command rejected: {err}")
+        except CommandRejected as err:  # counted per reason on /diagnostics; the log is throttled
+            assert isinstance(self.params, FollowerParameters)
+            self.get_logger().warning(f"joint_command rejected ({err.reason.value}): {err}",
+                                      throttle_duration_sec=self.params.log_throttle)
             return
         if result.clamped:
             self.get_logger().warning(f"joint_command clamped to the calibrated range: {list(result.clamped)}",

@@ -1,12 +1,15 @@
 """Why a joint command (or a measured joint state) was not used: one vocabulary for every core that
 validates them (the driver, the safety filter), counted on ``/diagnostics`` as ``rejected_<reason>``,
-and the bounded text of the log line that says so (a 100 kB joint name is never echoed whole)."""
+and the bounded text of the log line that says so (a 100 kB joint name is never echoed whole), at most
+one line per period however fast they come (:class:`LogThrottle`)."""
 
 from __future__ import annotations
 
 import enum
+import time
+from collections.abc import Callable
 
-__all__ = ["RejectReason", "DETAIL_LIMIT", "bounded", "diagnostic_key"]
+__all__ = ["RejectReason", "DETAIL_LIMIT", "LogThrottle", "bounded", "diagnostic_key"]
 
 DETAIL_LIMIT = 300
 """Characters of a rejection's detail that reach a log line or ``/diagnostics``."""
@@ -36,3 +39,30 @@ def bounded(text: str, limit: int = DETAIL_LIMIT) -> str:
     if len(text) <= limit:
         return text
     return f"{text[:limit]}... ({len(text) - limit} more characters)"
+
+
+class LogThrottle:
+    """At most one log line per ``period_s`` (on ``clock``); the lines held back are counted for the next one.
+
+    Cheaper than the logger's own throttle under a flood (nothing is formatted or handed to the logger for
+    a line held back), and the line that goes out says how many did not."""
+
+    def __init__(self, period_s: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.period_s = period_s
+        self._clock = clock
+        self._next = -float("inf")
+        self._held = 0
+
+    def admit(self) -> int | None:
+        """None when this line is held back; otherwise the number of lines held back since the previous one."""
+        now = self._clock()
+        if now < self._next:
+            self._held += 1
+            return None
+        held, self._held, self._next = self._held, 0, now + self.period_s
+        return held
+
+    @staticmethod
+    def suffix(held: int) -> str:
+        """What a line adds about the ``held`` lines before it that were held back."""
+        return f" ({held} more since the previous line)" if held else ""

@@ -22,6 +22,7 @@ from sensor_msgs.msg import JointState
 from std_srvs.srv import Trigger
 
 from so101_common.joints import JOINT_NAMES
+from so101_common.rejections import LogThrottle
 from so101_driver.bus import FeetechBus
 from so101_driver.calibration import load_calibration, resolve_calibration_path
 from so101_driver.driver_core import DriverConfig, DriverCore, JointSample
@@ -150,6 +151,8 @@ class DriverNode(ArmNode):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__("so101_driver", write_goals=True, **kwargs)
+        assert isinstance(self.params, FollowerParameters)
+        self._rejection_log = LogThrottle(self.params.log_throttle)
         self.create_subscription(JointState, "joint_command", self._on_command, 10)
         self.create_service(Trigger, "~/enable_torque", lambda req, res: self._torque(True, res))
         self.create_service(Trigger, "~/disable_torque", lambda req, res: self._torque(False, res))
@@ -172,9 +175,10 @@ class DriverNode(ArmNode):
         try:
             result = self.core.command(list(msg.name), list(msg.position))
         except CommandRejected as err:  # counted per reason on /diagnostics; the log is throttled
-            assert isinstance(self.params, FollowerParameters)
-            self.get_logger().warning(f"joint_command rejected ({err.reason.value}): {err}",
-                                      throttle_duration_sec=self.params.log_throttle)
+            held = self._rejection_log.admit()
+            if held is not None:
+                self.get_logger().warning(f"joint_command rejected ({err.reason.value}): {err}"
+                                          f"{LogThrottle.suffix(held)}")
             return
         if result.clamped:
             self.get_logger().warning(f"joint_command clamped to the calibrated range: {list(result.clamped)}",

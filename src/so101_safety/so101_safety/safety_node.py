@@ -28,6 +28,7 @@ from std_srvs.srv import Trigger
 
 from so101_common.joints import JOINT_NAMES
 from so101_common.parameters import parameter_specs
+from so101_common.rejections import LogThrottle
 from so101_ros.node_params import declare_parameter_values
 from so101_ros.node_runner import run_node
 from so101_safety.config import JointOverride, NodeOptions, SafetyConfig, split_parameters
@@ -48,6 +49,7 @@ class SafetyNode(Node):
         self.filter = SafetyFilter(self.config)
         self._t0_ns = self.get_clock().now().nanoseconds
         self._reported_rejections = 0
+        self._rejection_log = LogThrottle(self.options.log_throttle)
         self.add_on_set_parameters_callback(self._on_set_parameters)
 
         self.pub = self.create_publisher(JointState, "output", 10)
@@ -103,10 +105,9 @@ class SafetyNode(Node):
             self._estop("~/estop_trigger")
 
     def _log_rejection(self, what: str, verdict: Verdict) -> None:
-        if not verdict.accepted:
+        if not verdict.accepted and (held := self._rejection_log.admit()) is not None:
             reason = verdict.reason.value if verdict.reason else "?"
-            self.get_logger().warning(f"rejected {what} ({reason}): {verdict.detail}",
-                                      throttle_duration_sec=self.options.log_throttle)
+            self.get_logger().warning(f"rejected {what} ({reason}): {verdict.detail}{LogThrottle.suffix(held)}")
 
     # ---------------------------------------------------------------- e-stop
     def _estop(self, source: str) -> str:

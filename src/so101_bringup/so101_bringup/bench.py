@@ -29,6 +29,7 @@ BENCH_MODULES: tuple[str, ...] = (
     "so101_sim2real.sim_delta.bench",
     "so101_fleet.bench",
     "so101_bringup.bench_chain",
+    "so101_bringup.bench_flood",
 )
 
 

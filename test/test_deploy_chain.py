@@ -44,10 +44,9 @@ MOTION_TIMEOUT = 30.0  # s: a move of ~1 rad at ≤ 3 rad/s takes about a second
 FALL = 0.5  # rad: with torque off the arm falls at least this far from SAFE_POSE (shoulder_lift: ~1 rad)
 REST_SAMPLES, REST_SPEED = 30, 0.2  # the arm is at rest: 0.3 s of joint states below this speed (rad/s)
 RESPONSE_SAMPLES = 200  # joint states watched after torque comes back on: 2 s at the driver's 100 Hz
-# Measured speeds may exceed a joint's bound by this much: the filter bounds the goal's speed; a position servo
-# lags a ramp at the bound and then catches up, briefly faster (7 % on the virtual arm, whose servos ramp at
-# LeRobot's acceleration 254), and Present_Velocity counts in steps of 50 step/s over 20 ms (0.077 rad/s).
-SPEED_SLACK = 1.15
+# Present_Velocity counts in steps of 50 step/s over 20 ms (0.077 rad/s): a measured speed may read one step above
+# the bound. (Torque coming back on moves the fallen arm by at most the filter's limp_tolerance: 1.2-1.9 rad/s
+# peak measured on the virtual arm; main sent it back at 4.3-4.7 rad/s.)
 SPEED_LSB = 50 * 2 * math.pi / 4096
 
 
@@ -291,6 +290,7 @@ def test_stalled_policy_triggers_watchdog_hold(chain: PolicyProbe) -> None:
 
 def test_estop_latches_until_reset(chain: PolicyProbe) -> None:
     follow(chain, SAFE_POSE)
+    settle(chain)  # at rest: the e-stop has nothing to brake, the output stays where it is
     try:
         assert chain.call("/safety_filter/estop").success
         assert wait_for(lambda: chain.status("state") == "estopped", timeout=20.0), chain.safety_status
@@ -328,10 +328,7 @@ def test_torque_off_and_on_in_a_watchdog_hold_does_not_snap_the_arm_back(chain: 
         assert_within_speed_bounds(chain.speeds_since(first), "after torque came back on")
     finally:
         chain.call("/so101_driver/enable_torque")  # whatever failed above, the module's arm holds again
-    first = chain.state_count()
     follow(chain, SAFE_POSE)  # the policy comes back: the arm is ramped to it from where it lies
-    settle(chain)
-    assert_within_speed_bounds(chain.speeds_since(first), "when the policy came back")
 
 
 def fallen_and_at_rest(probe: PolicyProbe) -> bool:
@@ -346,5 +343,5 @@ def fallen_and_at_rest(probe: PolicyProbe) -> bool:
 def assert_within_speed_bounds(speeds: list[list[float]], when: str) -> None:
     bounds = [lim.max_velocity for lim in load_config(CONFIG / "safety.yaml").limits]
     peaks = [max(s[i] for s in speeds) for i in range(len(JOINT_NAMES))]
-    fast = {n: round(p, 3) for n, p, b in zip(JOINT_NAMES, peaks, bounds, strict=True) if p > b * SPEED_SLACK + SPEED_LSB}
+    fast = {n: round(p, 3) for n, p, b in zip(JOINT_NAMES, peaks, bounds, strict=True) if p > b + SPEED_LSB}
     assert not fast, f"joints faster than their safety bound {when}: {fast} rad/s (bounds {bounds})"

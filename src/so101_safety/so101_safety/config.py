@@ -66,16 +66,15 @@ class SafetyConfig(StrictModel):
     gripper_load_hysteresis: Number = Field(0.1, ge=0, description="the limit is released below gripper_load_limit − this")
     gripper_load_timeout: Number = Field(2.0, gt=0, description="s after which a load reading is too old to count")
     reseed_tolerance: Number = Field(
-        0.25, ge=0, description="rad: a joint whose measured position lies further than this from every output of "
-        "the last tracking_lag s (torque was off, the arm was pushed, fell or is blocked) restarts from the measured "
-        "position; keep it above the arm's sag under its heaviest load")
-    tracking_lag: Number = Field(0.15, ge=0, le=2.0, description="s the arm may lag behind the output: a measured "
-                                 "position is compared with the outputs of this long before it")
+        0.35, ge=0, description="rad: how far the output may lie from a joint's measured position, beyond the lag of an "
+        "arm that follows (the arm was pushed, fell or is blocked: the output stops at that leash); keep it above the "
+        "error at which the servos give their full torque (P 16: 0.25 rad), so the leash never weakens a servo")
+    tracking_lag: Number = Field(0.15, ge=0, le=2.0, description="s the arm may lag behind the output: the leash "
+                                 "grows by this times the faster of the output's and the arm's speed")
     limp_load: Number = Field(0.02, ge=0, le=1, description="fraction of max effort below which a joint's servo counts "
-                              "as limp (torque off: it reports no load): its output then follows the measured position "
-                              "within limp_tolerance, with no lag allowed; 0 = off")
-    limp_tolerance: Number = Field(0.05, ge=0, description="rad: how far a limp joint may lie from its output before the "
-                                   "output restarts from it (what torque coming back on may move it by)")
+                              "as limp (torque off: it reports no load): its leash is then limp_tolerance, no lag; 0 = off")
+    limp_tolerance: Number = Field(0.05, ge=0, description="rad: the leash of a limp joint, what torque coming back on "
+                                   "may move it by")
     rate_hz: Number = Field(100.0, gt=0, description="timer rate (Hz): the hold, the e-stop and an output still "
                             "travelling to its target are published at this rate")
     max_rate_hz: Number = Field(100.0, gt=0, description="most outputs per second, commands and timer together (the "

@@ -12,12 +12,15 @@ Guarantees, whatever the inputs (see the package README for the exact statement)
    *restart* at ``t``: ``|y − y₋| ≤ v_max·dt`` and ``|v − v₋| ≤ a_max·dt`` with ``v = (y − y₋)/dt`` and
    ``v₋`` the previous step's velocity (0 after a restart). One exception to the acceleration bound: a
    closing gripper stops at once (``y = y₋``) when its load limit is exceeded;
-4. relative to the arm: a joint whose fresh measured position lies further than ``reseed_tolerance``
-   from every output it was given since ``tracking_lag`` before that measurement (torque was off, the arm
-   fell, was pushed or is blocked) restarts: its output is the clipped measured position, at rest, and
-   ramps from there within 3; so no output ever leads the arm by more than ``reseed_tolerance`` plus its
-   own travel over the lag (at rest: ``reseed_tolerance``);
-5. the e-stop brakes the output to a stop within 3 and holds it there (or, by 4, where the arm is moved to)
+4. relative to the arm (its *leash*): every output of a joint with a fresh measured position ``m`` lies
+   within ``reseed_tolerance + tracking_lag·s`` of the clipped ``m``, ``s`` the faster of the previous
+   output's speed and the measured one (up to ``max_velocity``: a following arm lags by that much), or
+   within ``limp_tolerance`` of it when the servo reported no load with that position (torque off).
+   Where the bounded step of 3 would leave the leash (the arm fell, was pushed, is blocked or cannot
+   carry its load), the output *restarts* at its edge, at rest, and ramps from there; a hold or the
+   e-stop then holds the measured position. Against a blocked arm the output never comes closer than
+   ``reseed_tolerance``: the servo keeps the steady push its own protections judge;
+5. the e-stop brakes the output to a stop within 3 and holds it there (or, by 4, at the arm's leash)
    until :meth:`SafetyFilter.reset`;
 6. with no accepted command for ``watchdog_timeout`` (or no fresh measured state), the target of every
    joint becomes its measured position at that moment (clipped), or where its output can stop when its
@@ -28,14 +31,14 @@ When to step: the node steps on every accepted command as it arrives (the bounds
 time since the previous output) unless commands come faster than ``max_rate_hz`` (:meth:`SafetyFilter.
 forward_due`: then the latest one waits for a tick), and on a timer only when :meth:`SafetyFilter.tick_due`
 says the output has something to do on its own (e-stop, watchdog hold, not yet at its target, a waiting
-command). The guarantees hold for any sequence of ``step`` times.
+command, an output outside its leash). The guarantees hold for any sequence of ``step`` times.
 """
 
 from __future__ import annotations
 
 import math
 import numbers
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -84,7 +87,7 @@ class SafeCommand:
     holding: bool = False  # watchdog hold: the target is the measured position latched at the hold
     command_stale: bool = False  # no accepted command within the watchdog timeout (or none yet)
     measured_stale: bool = False  # no measured state within the watchdog timeout
-    reseeded: tuple[str, ...] = ()  # joints restarted from the measured position at this step (at rest there)
+    restarted: tuple[str, ...] = ()  # joints whose output stopped at its leash around the measured position (at rest)
     clipped: tuple[str, ...] = ()  # joints whose commanded target lies outside the position limits
     rate_limited: tuple[str, ...] = ()  # joints whose output has not reached its target yet
     gripper_limited: bool = False  # gripper load above the limit: the gripper does not close further
@@ -108,7 +111,7 @@ class FilterStats:
     bad_step_times: int = 0  # step() calls whose time was not a finite real number (nothing computed)
     estops: int = 0
     resets: int = 0
-    restarts: int = 0  # joints restarted from the measured position, the arm not being where the outputs sent it
+    restarts: int = 0  # times an output was caught by its leash (the arm not where the outputs sent it)
     coalesced: int = 0  # accepted commands replaced by a later one before they were output (above max_rate_hz)
 
     @property
@@ -130,6 +133,7 @@ class SafetyFilter:
         # measured state
         self._measured = [_NAN] * n
         self._measured_time = [-math.inf] * n
+        self._measured_speed = [0.0] * n  # rad/s, from the same joint state as the position (0 when it has none)
         # |effort| as a fraction of max effort and its stamp, per joint (the gripper's load; a limp servo's 0)
         self._load = [_NAN] * n
         self._load_time = [-math.inf] * n
@@ -144,9 +148,6 @@ class SafetyFilter:
         self._t: float | None = None
         self._smoothed: list[float] | None = None
         self._last: SafeCommand | None = None
-        # recent outputs (stamp, positions), oldest first: what the arm may still be following
-        self._history: deque[tuple[float, tuple[float, ...]]] = deque()
-        self._restarted_at = [-math.inf] * n  # per joint: outputs before its last restart no longer count
         self._holding = False
         self._commanded_in_hold = False  # a command arrived after the hold latched
         self._gripper_limited = False
@@ -234,8 +235,7 @@ class SafetyFilter:
         """Release a latched e-stop; returns False (and changes nothing) when none was latched.
 
         Targets fall back to the measured position and the filter holds there until a new command
-        arrives (the output ramps there within its bounds, or restarts from the measured position when
-        that is further than ``reseed_tolerance`` from it)."""
+        arrives (the output ramps there within its bounds, or restarts at its leash when the arm was moved)."""
         if not self.estopped:
             return False
         self._estop_reason = None
@@ -264,8 +264,8 @@ class SafetyFilter:
         Due when nothing was output yet (and every joint has a fresh measurement), when a command waits
         for its output and ``max_rate_hz`` allows one, or when no output went out within ``period`` *and*
         the output has something to do on its own: the e-stop or the watchdog hold is on (or due now: the
-        command or the measured state went stale), a joint must restart (its arm is not where the outputs
-        sent it), or the output has not reached its target (rate limited,
+        command or the measured state went stale), an output lies outside its leash (4: the arm is not where
+        the outputs sent it), or the output has not reached its target (rate limited,
         smoothing, a gripper limit, a restart) and no command came within ``2·period`` (the commands carry it
         while they flow). A tick never lands just before a command of a live stream and cuts that
         command's step short: each step sees the full time since the previous output (its dt).
@@ -288,8 +288,9 @@ class SafetyFilter:
         fresh = self._fresh(now)
         if self.estopped or self._holding or command_stale or not all(fresh):
             return True
-        if self._far_from_outputs([lim.clip(q) for lim, q in zip(self._limits, self._measured, strict=True)], fresh):
-            return True  # the arm is not where the outputs sent it: restart it now, not at the next command
+        if any(ok and abs(y - lim.clip(q)) > self._reach(i) for i, (lim, q, y, ok)
+               in enumerate(zip(self._limits, self._measured, self._y or (), fresh, strict=False))):
+            return True  # the arm is not where the outputs sent it: leash the output now, not at the next command
         between_commands = self._command_time is None or abs(now - self._command_time) >= 2.0 * period
         return bool(last.rate_limited) and between_commands
 
@@ -324,33 +325,39 @@ class SafetyFilter:
             self._target = [x if not math.isnan(x) else m if ok else self._stop_point(i)
                             for i, (x, m, ok) in enumerate(zip(self._target, measured, fresh, strict=True))]
         self._update_gripper_limit(now)
-        if self._y is None or self._t is None:
-            restart = list(range(len(self.names)))
-            self._y, self._v, self._smoothed = list(measured), [0.0] * len(measured), list(measured)
+        n = len(self.names)
+        if self._y is None or self._t is None:  # the first output: where the arm is
+            y, v, leashed = list(measured), [0.0] * n, list(range(n))
+            self._smoothed = list(measured)
+            if self.estopped:
+                self._estop_target = list(measured)
+            target = list(self._estop_target) if self._estop_target is not None else list(self._target)
         else:
-            restart = self._far_from_outputs(measured, fresh)
-            for i in restart:  # the arm is not where the outputs sent it: start again from where it is
-                self._y[i], self._v[i] = measured[i], 0.0
+            if self.estopped:
+                if self._estop_target is None:
+                    self._estop_target = [self._stop_point(i) for i in range(n)]
+                target = list(self._estop_target)
+            else:
+                target = self._smooth(now)
+            reaches = [self._reach(i) for i in range(n)]
+            y, v = self._advance(now - self._t, target)
+            leashed = []
+            for i, (m, ok, reach) in enumerate(zip(measured, fresh, reaches, strict=True)):
+                if ok and abs(y[i] - m) > reach:  # the arm is not where the outputs sent it: stop at its leash
+                    y[i], v[i] = self._limits[i].clip(m + math.copysign(reach, y[i] - m)), 0.0
+                    leashed.append(i)
+            for i in leashed:  # a hold (or the e-stop) holds where the arm now is, not where it was
                 if self._smoothed is not None:
-                    self._smoothed[i] = measured[i]
-                if self._holding:
-                    self._target[i] = measured[i]  # hold where the arm now is, not where it was
-            self.stats.restarts += len(restart)
-        if self.estopped:
-            if self._estop_target is None:
-                self._estop_target = [self._stop_point(i) for i in range(len(self.names))]
-            for i in restart:
-                self._estop_target[i] = measured[i]
-            target = list(self._estop_target)
-        else:
-            target = self._smooth(now)
-        y, v = self._advance(now - self._t if self._t is not None else 0.0, target, restart)
-        for i in restart:
-            self._restarted_at[i] = now
+                    self._smoothed[i] = y[i]
+                if self.estopped and self._estop_target is not None:
+                    self._estop_target[i] = target[i] = measured[i]
+                elif self._holding:
+                    self._target[i] = measured[i]
+            caught = self._last.restarted if self._last is not None else ()
+            self.stats.restarts += sum(self.names[i] not in caught for i in leashed)  # each time one is caught
         self._y, self._v, self._t = y, v, now
-        self._remember(now, y)
         goal = target if self.estopped else self._target  # (what the output heads for, before the low-pass)
-        self._last = self._command(now, goal, command_stale, measured_stale, tuple(self.names[i] for i in restart))
+        self._last = self._command(now, goal, command_stale, measured_stale, tuple(self.names[i] for i in leashed))
         return self._last
 
     # ------------------------------------------------------------------ internals
@@ -360,41 +367,17 @@ class SafetyFilter:
         timeout = self.config.watchdog_timeout
         return [abs(now - t) <= timeout for t in self._measured_time]
 
-    def _far_from_outputs(self, measured: list[float], fresh: list[bool]) -> list[int]:
-        """Joints whose fresh measured position lies further than ``reseed_tolerance`` from every output the
-        arm may still be following: the outputs since ``tracking_lag`` before the measurement (the one in
-        force then included), not before the joint's last restart. A limp joint (its servo reported no load
-        with that position: torque off) follows no output: ``limp_tolerance`` from the output in force."""
+    def _reach(self, i: int) -> float:
+        """How far joint ``i``'s output may lie from its measured position: ``reseed_tolerance`` plus the lag
+        of an arm that follows (``tracking_lag`` × the faster of the output's speed, which the arm responds
+        to late, and the arm's measured speed, which outlasts a stopping output; up to ``max_velocity``); a
+        limp joint (its servo reported no load with that position: torque off) follows nothing:
+        ``limp_tolerance``."""
         config = self.config
-        far = []
-        for i, (m, ok) in enumerate(zip(measured, fresh, strict=True)):
-            if not ok:
-                continue
-            limp = self._load_time[i] == self._measured_time[i] and self._load[i] < config.limp_load
-            tolerance, lag = (config.limp_tolerance, 0.0) if limp else (config.reseed_tolerance, config.tracking_lag)
-            since = max(self._measured_time[i] - lag, self._restarted_at[i])
-            low = high = m
-            first = True
-            for stamp, positions in reversed(self._history):
-                y = positions[i]
-                if first:
-                    low = high = y
-                    first = False
-                else:
-                    low, high = min(low, y), max(high, y)
-                if stamp <= since:
-                    break
-            if m < low - tolerance or m > high + tolerance:
-                far.append(i)
-        return far
-
-    def _remember(self, now: float, y: list[float]) -> None:
-        """Keep the outputs a fresh measurement may be compared with (and the one in force before them)."""
-        history = self._history
-        history.append((now, tuple(y)))
-        oldest = now - self.config.watchdog_timeout - self.config.tracking_lag
-        while len(history) > 1 and history[1][0] <= oldest:
-            history.popleft()
+        if self._load_time[i] == self._measured_time[i] and self._load[i] < config.limp_load:
+            return config.limp_tolerance
+        speed = min(max(abs(self._measured_speed[i]), abs(self._v[i])), self._limits[i].max_velocity)
+        return config.reseed_tolerance + config.tracking_lag * speed
 
     def _stop_point(self, i: int) -> float:
         """Where joint ``i``'s output comes to rest braking at its acceleration bound (its output without one)."""
@@ -414,16 +397,16 @@ class SafetyFilter:
             self._smoothed = target
         return target
 
-    def _advance(self, dt: float, target: list[float], restart: list[int]) -> tuple[list[float], list[float]]:
-        """One bounded step of every joint toward ``target``; restarted joints stay at the measured position."""
+    def _advance(self, dt: float, target: list[float]) -> tuple[list[float], list[float]]:
+        """One bounded step of every joint toward ``target``."""
         assert self._y is not None
         if self._gripper_limited and self._gripper is not None:
             g = self._gripper  # closing = decreasing angle: never aim below where the gripper is now
             target = list(target)
             target[g] = max(target[g], self._y[g])
         ys, vs = [], []
-        for i, (lim, y_prev, v_prev, x) in enumerate(zip(self._limits, self._y, self._v, target, strict=True)):
-            if dt < MIN_DT or i in restart:
+        for lim, y_prev, v_prev, x in zip(self._limits, self._y, self._v, target, strict=True):
+            if dt < MIN_DT:
                 ys.append(y_prev)
                 vs.append(0.0)
                 continue
@@ -431,7 +414,7 @@ class SafetyFilter:
             ys.append(y)
             vs.append(v)
         grip = self._gripper
-        if self._gripper_limited and grip is not None and grip not in restart and ys[grip] < self._y[grip]:
+        if self._gripper_limited and grip is not None and ys[grip] < self._y[grip]:
             ys[grip], vs[grip] = self._y[grip], 0.0  # stop closing at once
         return ys, vs
 
@@ -492,11 +475,11 @@ class SafetyFilter:
             if self._gripper_limited:
                 reasons.append(f"gripper load above {self.config.gripper_load_limit:.2f}: not closing further")
         if restarted:
-            reasons.append(f"restarted from the measured position: {', '.join(restarted)}")
+            reasons.append(f"restarted at its leash around the measured position: {', '.join(restarted)}")
         return SafeCommand(
             stamp=now, names=self.names, positions=tuple(self._y), velocities=tuple(self._v), targets=tuple(target),
             estopped=estopped, holding=self._holding and not estopped, command_stale=command_stale,
-            measured_stale=measured_stale, reseeded=restarted, clipped=clipped, rate_limited=limited,
+            measured_stale=measured_stale, restarted=restarted, clipped=clipped, rate_limited=limited,
             gripper_limited=self._gripper_limited and not estopped, reasons=tuple(reasons),
             estop_reason=self._estop_reason)
 
@@ -536,7 +519,7 @@ class SafetyFilter:
     def _parse_measured(self, names: Sequence[str], positions: Sequence[object], velocities: Sequence[object],
                         efforts: Sequence[object], stamp: object) -> Verdict:
         try:
-            names, positions, efforts = list(names), list(positions), list(efforts)
+            names, positions, velocities, efforts = list(names), list(positions), list(velocities), list(efforts)
             n_velocities = len(velocities)
         except TypeError as err:
             return Verdict.reject(RejectReason.MALFORMED, f"malformed joint state: {err}")
@@ -559,8 +542,10 @@ class SafetyFilter:
                 continue
             q = _as_float(positions[k])  # not a number, NaN, ±inf or beyond the float range: not used
             if math.isfinite(q):
+                speed = _as_float(velocities[k]) if velocities else 0.0
                 self._measured[i] = q
                 self._measured_time[i] = t
+                self._measured_speed[i] = speed if math.isfinite(speed) else 0.0
                 used += 1
             if efforts:
                 effort = _as_float(efforts[k])

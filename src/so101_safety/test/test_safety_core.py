@@ -26,7 +26,7 @@ def make(config: SafetyConfig | None = None, measured=ZERO, t: float = 0.0) -> S
     return f
 
 
-FOLLOW = "follow"  # an arm that is where the previous output sent it
+FOLLOW = "follow"  # an arm that is where the previous output sent it, moving as it did
 
 
 def run(f: SafetyFilter, t0: float, seconds: float, command: tuple[Sequence[str], Sequence[float]] | None = None,
@@ -40,7 +40,7 @@ def run(f: SafetyFilter, t0: float, seconds: float, command: tuple[Sequence[str]
             f.on_command(*command, t)
         if measured == FOLLOW:
             if f.last is not None:
-                f.on_measured(JOINT_NAMES, f.last.positions, [], [], t)
+                f.on_measured(JOINT_NAMES, f.last.positions, f.last.velocities, [], t)
         elif measured is not None:
             f.on_measured(JOINT_NAMES, measured, [], [], t)
         out.append(f.step(t))
@@ -56,7 +56,7 @@ def test_no_output_until_every_joint_is_measured():
     assert f.step(0.03) is None
     f.on_measured(["gripper"], [0.6], [], [], 0.04)
     first = f.step(0.05)
-    assert first is not None and first.reseeded
+    assert first is not None and first.restarted
     assert first.positions == pytest.approx([0.1, 0.2, 0.3, 0.4, 0.5, 0.6])
     assert first.holding and first.command_stale  # no command yet: hold where the arm is
 
@@ -162,7 +162,7 @@ def test_estop_brakes_to_a_stop_within_the_bounds_and_holds_until_reset():
     assert v > 1.0  # moving fast when the e-stop comes
     f.estop("button")
     held = run(f, 0.3, 1.0, command=(["shoulder_lift"], [-1.0]), measured=FOLLOW)
-    assert all(c.estopped and not c.reseeded for c in held)
+    assert all(c.estopped and not c.restarted for c in held)
     lift = [moving[-1].positions[1]] + [c.positions[1] for c in held]
     speeds = [(b - c) / DT for b, c in zip(lift[1:], lift, strict=False)]
     assert all(abs(s1 - s0) <= a * DT + 1e-9 for s0, s1 in zip([v, *speeds], speeds, strict=False))  # braking at ≤ a
@@ -183,14 +183,15 @@ def test_an_arm_moved_during_the_estop_is_held_where_it_now_is():
     f = make()
     run(f, 0.0, 0.2, measured=FOLLOW)
     f.estop("test")
-    pushed = [0.0, 0.0, 1.0, 0.0, 0.0, 0.0]  # someone moved the arm (or torque went off and it fell)
-    held = run(f, 0.2, 0.5, measured=pushed)
-    assert held[0].reseeded == ("elbow_flex",) and held[0].positions == pytest.approx(pushed)
-    assert all(c.estopped and c.positions == held[0].positions for c in held)
+    pushed = [0.0, 0.0, 1.0, 0.0, 0.0, 0.0]  # someone moved the arm (and holds it there)
+    held = run(f, 0.2, 1.0, measured=pushed)
+    leash = [0.0, 0.0, 1.0 - f.config.reseed_tolerance, 0.0, 0.0, 0.0]
+    assert held[0].restarted == ("elbow_flex",) and held[0].positions == pytest.approx(leash)
+    assert all(c.estopped for c in held) and held[-1].positions == pytest.approx(pushed)  # then ramps to the arm
     assert f.stats.restarts == 1
 
 
-def test_reset_restarts_from_the_measured_position_when_far():
+def test_reset_restarts_at_the_leash_when_the_arm_was_moved_far():
     f = make()
     run(f, 0.0, 0.1)
     f.estop("test")
@@ -199,7 +200,9 @@ def test_reset_restarts_from_the_measured_position_when_far():
     f.on_measured(JOINT_NAMES, pushed, [], [], 0.2)
     f.reset()
     first = f.step(0.21)
-    assert first.reseeded and first.positions == pytest.approx(pushed)
+    assert first.restarted == ("elbow_flex",) and first.positions[2] == pytest.approx(1.0 - f.config.reseed_tolerance)
+    after = run(f, 0.21, 1.0, measured=pushed)  # then holds the measured position: ramps there
+    assert after[-1].positions == pytest.approx(pushed) and not any(c.restarted for c in after)
 
 
 def test_reset_continues_from_the_held_output_when_close():
@@ -210,7 +213,7 @@ def test_reset_continues_from_the_held_output_when_close():
     f.on_measured(JOINT_NAMES, [0.0, 0.0, 0.02, 0.0, 0.0, 0.0], [], [], 0.2)
     f.reset()
     first = f.step(0.21)
-    assert not first.reseeded and abs(first.positions[2]) < 0.02
+    assert not first.restarted and abs(first.positions[2]) < 0.02
 
 
 def test_the_first_command_after_a_restart_is_rate_limited_from_the_measured_position():
@@ -220,12 +223,13 @@ def test_the_first_command_after_a_restart_is_rate_limited_from_the_measured_pos
     run(f, 0.1, 0.1)
     f.on_measured(JOINT_NAMES, [0.0, 0.0, 1.0, 0.0, 0.0, 0.0], [], [], 0.2)
     f.reset()
-    assert f.step(0.21).reseeded  # restarted from the measured position (far from the held one)
-    f.on_measured(JOINT_NAMES, [0.0, 0.0, 1.1, 0.0, 0.0, 0.0], [], [], 0.22)  # the arm still coasting, within tolerance
+    leash = f.step(0.21).positions[2]  # restarted at the leash (far from the held output)
+    assert leash == pytest.approx(1.0 - f.config.reseed_tolerance)
+    f.on_measured(JOINT_NAMES, [0.0, 0.0, 0.9, 0.0, 0.0, 0.0], [], [], 0.22)  # the arm comes back towards it
     f.on_command(["elbow_flex"], [2.0], 0.22)
     first = f.step(0.22)  # no second restart: the command is rate limited from where the output restarted
-    assert not first.reseeded
-    assert abs(first.positions[2] - 1.0) <= f.config.max_velocity * 0.01 + 1e-12
+    assert not first.restarted and first.velocities[2] > 0.0
+    assert abs(first.positions[2] - leash) <= f.config.max_acceleration * 0.01 ** 2 + 1e-12
 
 
 def test_a_watchdog_hold_still_restarts_from_a_far_measured_position_on_the_next_command():
@@ -237,7 +241,7 @@ def test_a_watchdog_hold_still_restarts_from_a_far_measured_position_on_the_next
     assert held.holding
     f.on_measured(JOINT_NAMES, [0.0, 0.0, 1.0, 0.0, 0.0, 0.0], [], [], timeout + 0.2)  # moved by hand
     f.on_command(["elbow_flex"], [1.0], timeout + 0.2)
-    assert f.step(timeout + 0.2).reseeded
+    assert f.step(timeout + 0.2).restarted
 
 
 def test_estop_before_any_output_holds_the_clipped_measured_position():
@@ -344,7 +348,7 @@ def test_a_restarted_output_at_rest_short_of_its_target_still_ticks():
     f = make()
     f.on_command(["elbow_flex"], [1.0], 0.0)
     c = f.step(0.0)  # the first output restarts from the arm's position (at rest), not at the target
-    assert c.reseeded and c.velocities == (0.0,) * 6 and c.rate_limited == ("elbow_flex",)
+    assert c.restarted and c.velocities == (0.0,) * 6 and c.rate_limited == ("elbow_flex",)
     assert f.tick_due(3.01 * DT, DT)  # the commands paused: the timer takes the output on to its target
 
 
@@ -389,19 +393,19 @@ def test_torque_off_in_a_hold_then_on_never_sends_the_arm_back_to_the_stale_hold
     run(f, 0.0, 0.5, command=(["shoulder_lift"], [0.01]), measured=FOLLOW)
     held = run(f, 0.5, 0.5, measured=FOLLOW)
     assert held[-1].holding and held[-1].positions[1] == pytest.approx(0.01)
-    tolerance = f.config.reseed_tolerance
+    tolerance, lift = f.config.limp_tolerance, f.config.limits[1]
     arm = list(held[-1].positions)
     outputs = []
-    for k in range(1, 101):  # torque off: the shoulder falls to 1.749 rad in 0.5 s, then lies there
+    for k in range(1, 101):  # torque off (no load): the shoulder falls to 1.749 rad in 0.5 s, then lies there
         t = 1.0 + k * DT
         arm[1] = min(1.749, 0.01 + 7.0 * (k * DT) ** 2)
-        f.on_measured(JOINT_NAMES, arm, [], [], t)
+        f.on_measured(JOINT_NAMES, arm, [0.0, 14.0 * k * DT if arm[1] < 1.749 else 0.0, 0, 0, 0, 0], [0.0] * 6, t)
         outputs.append(f.step(t))
-        assert abs(outputs[-1].positions[1] - arm[1]) <= tolerance  # never further than that from the arm
+        assert abs(outputs[-1].positions[1] - lift.clip(arm[1])) <= tolerance + 1e-9  # never further from it
     assert outputs[-1].holding and outputs[-1].targets[1] == outputs[-1].positions[1]
-    # torque on: the arm holds where it lies; the output is already there and stays, however long
+    # torque on (load again): the arm holds where it lies; the output is already there and stays
     after = run(f, 2.0, 1.0, measured=FOLLOW)
-    assert all(abs(c.positions[1] - 1.749) <= tolerance and c.velocities[1] == 0.0 for c in after)
+    assert all(abs(c.positions[1] - lift.clip(1.749)) <= tolerance + 1e-9 for c in after)
     assert f.stats.restarts >= 1
 
 
@@ -415,8 +419,11 @@ def test_a_blocked_arm_is_never_pushed_further_than_the_tolerance_plus_the_lag()
         f.on_measured(JOINT_NAMES, [0.0, 0.0, min(0.3, f.last.positions[2] if f.last else 0.0), 0.0, 0.0, 0.0],
                       [], [], t)
         c = f.step(t)
-        assert c.positions[2] - 0.3 <= bound + config.max_velocity * DT + 1e-9
-    assert f.stats.restarts > 1  # it keeps restarting from where the arm is stuck
+        assert c.positions[2] - 0.3 <= bound + 1e-9
+    stuck = [0.0, 0.0, 0.3, 0.0, 0.0, 0.0]
+    pulls = [c.positions[2] - 0.3 for c in run(f, 3.0, 1.0, command=(["elbow_flex"], [2.0]), measured=stuck)]
+    assert f.stats.restarts == 1  # caught once, the output stays on its leash...
+    assert min(pulls) >= config.reseed_tolerance - 1e-9  # ...and never lets go of the push (no drop to zero)
 
 
 def test_a_lagging_arm_that_follows_is_not_restarted():
@@ -435,10 +442,10 @@ def test_a_lagging_arm_that_follows_is_not_restarted():
 
 def test_stale_measured_state_is_never_acted_on():
     f = make(SafetyConfig(watchdog_timeout=0.2))
-    run(f, 0.0, 0.3, command=(["elbow_flex"], [1.5]), measured=FOLLOW)
+    run(f, 0.0, 0.2, command=(["elbow_flex"], [1.5]), measured=FOLLOW)
     # joint_states stop while the commands go on: the output moves on until the last measurement is stale,
     # then brakes to a stop where it is; it never goes back to that last measurement
-    quiet = run(f, 0.3, 1.0, command=(["elbow_flex"], [1.5]))
+    quiet = run(f, 0.2, 1.0, command=(["elbow_flex"], [1.5]))
     first_hold = next(k for k, c in enumerate(quiet) if c.holding)
     before = quiet[first_hold - 1]
     y, v = before.positions[2], before.velocities[2]
@@ -446,26 +453,26 @@ def test_stale_measured_state_is_never_acted_on():
     a = f.config.limits[2].max_acceleration
     assert quiet[first_hold].targets[2] == pytest.approx(y + v * v / (2 * a))
     assert quiet[-1].positions[2] == pytest.approx(y + v * v / (2 * a), abs=0.01)
-    assert not any(c.reseeded for c in quiet)  # an old measurement never restarts the output
+    assert not any(c.restarted for c in quiet)  # an old measurement never moves the output
 
 
 def test_no_first_output_from_an_old_measurement():
     f = make(SafetyConfig(watchdog_timeout=0.2))
     assert f.step(0.5) is None and not f.tick_due(0.5, DT)  # measured at 0.0: too old at 0.5
     f.on_measured(JOINT_NAMES, ZERO, [], [], 0.6)
-    assert f.tick_due(0.6, DT) and f.step(0.6).reseeded == JOINT_NAMES
+    assert f.tick_due(0.6, DT) and f.step(0.6).restarted == JOINT_NAMES
 
 
-def test_a_pushed_joint_restarts_alone():
+def test_a_pushed_joint_restarts_alone_at_its_leash():
     f = make()
     run(f, 0.0, 0.5, command=(["elbow_flex", "wrist_flex"], [0.5, 0.5]), measured=FOLLOW)
     pushed = list(f.last.positions)
     pushed[3] += 0.6
     f.on_measured(JOINT_NAMES, pushed, [], [], 0.505)
-    assert f.tick_due(0.51, DT)  # between commands, the timer restarts it at once
+    assert f.tick_due(0.51, DT)  # between commands, the timer leashes it at once
     c = f.step(0.51)
-    assert c.reseeded == ("wrist_flex",) and c.positions[3] == pytest.approx(pushed[3])
-    assert "restarted from the measured position: wrist_flex" in c.reasons
+    assert c.restarted == ("wrist_flex",) and c.positions[3] == pytest.approx(pushed[3] - f.config.reseed_tolerance)
+    assert "restarted at its leash around the measured position: wrist_flex" in c.reasons
 
 
 # ---------------------------------------------------------------- pacing (command floods)

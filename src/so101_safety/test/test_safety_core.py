@@ -516,3 +516,19 @@ def test_a_stream_at_the_rate_is_forwarded_at_each_arrival_despite_jitter():
         assert f.forward_due(t)
         f.step(t)
     assert f.stats.coalesced == 0
+
+
+def test_a_servo_that_stops_answering_and_rejoins_moves_nothing_blind():
+    """One servo silent (the driver reports NaN for it), then back where someone moved it meanwhile."""
+    f = make(SafetyConfig(watchdog_timeout=0.2))
+    run(f, 0.0, 0.3, command=(["wrist_flex"], [0.5]), measured=FOLLOW)
+    silent = run(f, 0.3, 0.5, command=(["wrist_flex"], [0.5]),
+                 measured=[0.0, 0.0, 0.0, math.nan, 0.0, 0.0])  # wrist_flex does not answer
+    assert silent[-1].holding and silent[-1].measured_stale
+    stopped = silent[-1].positions[3]
+    assert all(c.positions[3] == stopped for c in silent[-10:])  # braked to a stop where it was, and stays
+    back = [0.0, 0.0, 0.0, stopped + 1.0, 0.0, 0.0]  # it answers again, 1 rad away (moved while it was out)
+    rejoined = run(f, 0.8, 0.5, command=(["wrist_flex"], [0.5]), measured=back)
+    assert rejoined[0].restarted == ("wrist_flex",)
+    assert abs(rejoined[0].positions[3] - back[3]) == pytest.approx(f.config.reseed_tolerance)  # on its leash
+    assert not rejoined[-1].holding  # fresh again: the commands carry on from there, within the bounds

@@ -20,6 +20,7 @@ def test_demo_single_episode_records_pairs_and_reports(tmp_path: Path) -> None:
          "--duration", "4", "--print-period", "1", "--out", str(out)],
         env=private_ros_env(), capture_output=True, text=True, timeout=240)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "Traceback" not in result.stdout + result.stderr  # not even a child's, at shutdown
     assert "t[s] |" in result.stdout  # the live joint-state table was printed
     run = out / "uncompensated"
     bags = [p for p in (run / "bags").iterdir() if p.is_dir()]
@@ -43,6 +44,7 @@ def test_demo_loop_trains_on_excitation_and_judges_on_motions_it_never_saw(tmp_p
          "--eval-motion", "wave", "--duration", "4", "--epochs", "3", "--print-period", "2", "--out", str(out)],
         env=private_ros_env(), capture_output=True, text=True, timeout=400)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "Traceback" not in result.stdout + result.stderr  # not even a child's, at shutdown
     trained_on = PairedDataset.load(out / "excitation" / "dataset")
     assert [e.name for e in trained_on] == ["excitation-0"]
     for condition in ("baseline", "compensated"):

@@ -158,8 +158,8 @@ def _fit_sweep(position: np.ndarray, effort: np.ndarray, direction: np.ndarray, 
         return None
     q = position[:, joint]
     x = np.column_stack([np.cos(q), np.sin(q), direction.astype(float)])
-    weights = np.ones(len(effort))
-    coef = np.zeros(3)
+    weights: np.ndarray = np.ones(len(effort))
+    coef: np.ndarray = np.zeros(3)
     residual = effort.copy()
     scale = 1.0
     for _ in range(_HUBER_ITERATIONS):

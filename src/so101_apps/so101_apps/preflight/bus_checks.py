@@ -34,23 +34,39 @@ __all__ = ["STS3215_MODEL", "BusSample", "check_servos", "sample_bus", "check_su
 STS3215_MODEL = 777  # Model_Number of the STS3215 (every SO-101 servo)
 _PHASE_MULTI_TURN = 0x10  # Phase bit 4: multi-turn positions; LeRobot (and the driver) clear it
 ROUND_TRIPS = 50  # feedback reads timed (0.1-0.5 s on a healthy 1 Mbaud bus)
+DISCOVERY_WAIT_S = 5.0  # s the bus gets to answer a broadcast ping at all
+DISCOVERY_ROUNDS = 2  # pings of a servo that does not answer (each with the bus's own retries)
 
 
 def _joint_of(calibration: Mapping[str, MotorCalibration]) -> dict[int, str]:
     return {cal.id: name for name, cal in calibration.items()}
 
 
-def check_servos(bus: FeetechBus, calibration: Mapping[str, MotorCalibration]) -> tuple[CheckResult, list[int]]:
+def check_servos(bus: FeetechBus, calibration: Mapping[str, MotorCalibration],
+                 wait_s: float = DISCOVERY_WAIT_S) -> tuple[CheckResult, list[int]]:
     """Every servo of the calibration answers at its id with the STS3215's model number, and no other
-    servo is on the bus; returns the result and the ids that answered."""
-    found: dict[str, int] = {}
-    missing: list[str] = []
-    for name in JOINT_NAMES:
-        servo_id = calibration[name].id
+    servo is on the bus; returns the result and the ids that answered.
+
+    The bus gets ``wait_s`` to answer at all (an adapter still enumerating, servos booting), and a servo that does not
+    answer its ping is asked once more after the others (a reply lost to a busy computer is not a missing servo)."""
+    deadline = time.monotonic() + wait_s
+    present: dict[int, int] = {}
+    while True:
         try:
-            found[name] = bus.ping(servo_id)
+            present = bus.broadcast_ping()[0]
         except BusError:
-            missing.append(name)
+            present = {}
+        if present or time.monotonic() >= deadline:
+            break
+    found: dict[str, int] = {}
+    for _ in range(DISCOVERY_ROUNDS):
+        for name in JOINT_NAMES:
+            if name not in found:
+                try:
+                    found[name] = bus.ping(calibration[name].id)
+                except BusError:
+                    continue
+    missing = [name for name in JOINT_NAMES if name not in found]
     wrong = {name: model for name, model in found.items() if model != STS3215_MODEL}
     firmware = {}
     for name in found:
@@ -61,10 +77,7 @@ def check_servos(bus: FeetechBus, calibration: Mapping[str, MotorCalibration]) -
             firmware[name] = "?"
     ids = sorted(calibration[name].id for name in found)
     expected = sorted(cal.id for cal in calibration.values())
-    try:
-        strangers = sorted(set(bus.broadcast_ping()[0]) - set(expected))
-    except BusError:
-        strangers = []
+    strangers = sorted(set(present) - set(expected))
     values = {"ids": ids, "expected_ids": expected, "models": found, "firmware": firmware, "other_ids": strangers}
     measured = f"ids {ids}" + (f", other ids {strangers}" if strangers else "")
     limit = f"ids {expected}, model {STS3215_MODEL} (STS3215)"

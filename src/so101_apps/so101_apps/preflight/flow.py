@@ -51,6 +51,7 @@ EYE_QUESTIONS = {
 }
 EYE_MOVE_RAD = 0.3
 STAGE_SPEED = 0.2  # rad/s of the moves the e-stop and the watchdog interrupt
+HOLD_OBSERVED_S = 1.5  # s the arm is watched holding after the e-stop / past the watchdog's timeout
 LIMIT_CLEARANCE_RAD = 0.02  # commands stay this far inside the safety limits and the calibrated range
 
 
@@ -224,7 +225,7 @@ def _exercise_estop(node: PreflightNode, pose: np.ndarray, high: np.ndarray, che
             stopped.append(node.estop())
         return True
 
-    node.play(Plan((*move.legs, Leg(target, target, 0.5))), check, on_tick=on_tick)
+    node.play(Plan((*move.legs, Leg(target, target, 3.0))), check, until=0.5 + HOLD_OBSERVED_S, on_tick=on_tick)
     released = node.reset()
     node.play(Plan((Leg(target, target, 1.0),)), check)
     return Interruption("estop", stopped[0], stopped[0] + 0.3, released, time.monotonic()), target
@@ -233,7 +234,7 @@ def _exercise_estop(node: PreflightNode, pose: np.ndarray, high: np.ndarray, che
 def _exercise_watchdog(node: PreflightNode, aside: np.ndarray, pose: np.ndarray, timeout: float,
                        check: Callable[[], None]) -> Interruption:
     """shoulder_pan moves back slowly from ``aside`` to ``pose``; half a second in, the commands stop for the
-    watchdog's timeout and 0.8 s more, then the move's end is commanded for a second."""
+    watchdog's timeout and :data:`HOLD_OBSERVED_S` more, then the move's end is commanded for a second."""
     move = move_plan(aside, pose, STAGE_SPEED)
     silent: list[float] = []
 
@@ -244,7 +245,7 @@ def _exercise_watchdog(node: PreflightNode, aside: np.ndarray, pose: np.ndarray,
             silent.append(time.monotonic())
         return False
 
-    node.play(Plan((*move.legs, Leg(pose, pose, 2.0))), check, until=0.5 + timeout + 0.8, on_tick=on_tick)
+    node.play(Plan((*move.legs, Leg(pose, pose, 3.0))), check, until=0.5 + timeout + HOLD_OBSERVED_S, on_tick=on_tick)
     resumed = time.monotonic()
     node.play(Plan((Leg(pose, pose, 1.0),)), check)
     return Interruption("watchdog", silent[0], silent[0] + timeout + 0.3, resumed, time.monotonic())

@@ -1,0 +1,83 @@
+"""The preflight's judgements of what the chain did, on known traces: the e-stop and the watchdog (the arm holds,
+torque stays on, no jump on release) and the safety limits in force against the URDF's."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from so101_apps.preflight.chain_checks import Interruption, Trace, judge_interruption, judge_safety_limits
+from so101_apps.preflight.gravity import urdf_joints
+from so101_apps.preflight.report import Status
+from so101_common.joints import JOINT_NAMES
+from so101_safety.config import SafetyConfig
+
+V_MAX = [3.0] * len(JOINT_NAMES)
+RESEED = 0.1
+EVENT = Interruption("estop", stopped=1.0, hold_from=1.3, released=2.0, until=3.0)
+POSE = np.array([0.1, -0.4, 0.0, -0.75, 0.0, 0.2])
+
+
+def _trace(drift: float = 0.0, torque_off_at: float | None = None, release_offset: float = 0.0,
+           release_speed: float = 1.0, frozen_change: float = 0.0) -> Trace:
+    """100 Hz joint states of an arm held at POSE (plus ``drift`` on shoulder_lift over the hold), the filter's
+    outputs (frozen while e-stopped, then ramping pan by ``release_speed`` rad/s from ``release_offset`` off the arm),
+    and the driver's torque reports once a second."""
+    trace = Trace()
+    for k in range(300):
+        t = 0.01 * k
+        q = POSE.copy()
+        if 1.3 <= t <= 2.0:
+            q[1] += drift * (t - 1.3) / 0.7
+        trace.states.append((t, q))
+        out = POSE.copy()
+        if EVENT.stopped < t < EVENT.released and t > 1.5:
+            out[0] += frozen_change
+        if t >= EVENT.released:
+            out[0] += release_offset + release_speed * (t - EVENT.released)
+        trace.outputs.append((t + 0.001, t, out))
+    trace.torque = [(t, torque_off_at is None or t < torque_off_at) for t in (0.5, 1.5, 2.5)]
+    return trace
+
+
+def test_a_held_arm_and_a_bounded_release_pass() -> None:
+    result = judge_interruption(_trace(), EVENT, V_MAX, RESEED)
+    assert result.status is Status.PASS, result.line()
+    assert result.values["torque_reports"] == 2 and result.values["hold_drift_rad"] == 0.0
+
+
+@pytest.mark.parametrize(("trace", "finding"), [
+    (_trace(drift=0.05), "the arm did not hold: shoulder_lift moved 0.050 rad"),
+    (_trace(torque_off_at=1.2), "the driver reported torque off"),
+    (_trace(release_offset=0.5), "the first output after the release is 0.500 rad from the arm"),
+    (_trace(release_speed=4.0), "after the release an output moved at 1.33 × the velocity bound"),
+    (_trace(frozen_change=0.01), "the filter's output changed while e-stopped"),
+])
+def test_each_way_an_interruption_goes_wrong_fails(trace: Trace, finding: str) -> None:
+    result = judge_interruption(trace, EVENT, V_MAX, RESEED)
+    assert result.status is Status.FAIL and result.detail == finding, result.line()
+
+
+def test_the_default_safety_limits_are_the_urdfs_less_the_margins() -> None:
+    result = judge_safety_limits(SafetyConfig(), urdf_joints())
+    assert result.status is Status.PASS, result.line()
+    assert result.values["elbow_flex"]["filter_rad"] == [pytest.approx(-1.64), pytest.approx(1.64)]
+
+
+def test_a_velocity_bound_beyond_the_urdfs_fails_naming_the_joint() -> None:
+    config = SafetyConfig.from_mapping({"joints.wrist_roll.max_velocity": 6.0})
+    result = judge_safety_limits(config, urdf_joints())
+    assert result.status is Status.FAIL and result.joints == ("wrist_roll",)
+    assert "max_velocity 6 rad/s exceeds the URDF's 4.71711" in result.detail
+
+
+def test_limits_that_are_not_the_urdfs_fail() -> None:
+    urdf = urdf_joints()
+    urdf["elbow_flex"] = type(urdf["elbow_flex"])("elbow_flex", -1.5, 1.5, 4.7, 2.94)  # the URDF of another arm
+    result = judge_safety_limits(SafetyConfig(), urdf)
+    assert result.status is Status.FAIL and result.joints == ("elbow_flex",) and "beyond the URDF's" in result.detail
+
+
+def test_no_margin_warns() -> None:
+    result = judge_safety_limits(SafetyConfig(margin=0.0), urdf_joints())
+    assert result.status is Status.WARN and "no margin" in result.detail

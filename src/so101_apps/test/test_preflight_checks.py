@@ -6,10 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from so101_apps.preflight.chain_checks import Interruption, Trace, judge_interruption, judge_safety_limits
+from so101_apps.preflight.chain_checks import Interruption, Trace, judge_interruption, judge_load, judge_safety_limits
 from so101_apps.preflight.gravity import urdf_joints
 from so101_apps.preflight.report import Status
 from so101_common.joints import JOINT_NAMES
+from so101_driver.driver_core import DriverConfig
 from so101_safety.config import SafetyConfig
 
 V_MAX = [3.0] * len(JOINT_NAMES)
@@ -56,6 +57,20 @@ def test_a_held_arm_and_a_bounded_release_pass() -> None:
 def test_each_way_an_interruption_goes_wrong_fails(trace: Trace, finding: str) -> None:
     result = judge_interruption(trace, EVENT, V_MAX, RESEED)
     assert result.status is Status.FAIL and result.detail == finding, result.line()
+
+
+def test_load_is_judged_by_the_median_current_and_the_lowest_supply() -> None:
+    config = DriverConfig(voltage_warn_min_v=10.5, current_warn_a=2.0)
+    volts = {n: [12.0, 11.8] for n in JOINT_NAMES}
+    currents = {n: [0.3, 0.4, 2.5] for n in JOINT_NAMES}  # one report at a sweep's turn: a peak, not a load
+    loads = {n: [0.1, -0.2] for n in JOINT_NAMES}
+    assert judge_load(currents, loads, volts, config).status is Status.PASS
+    blocked = {**currents, "elbow_flex": [2.1, 2.3, 2.2]}
+    result = judge_load(blocked, loads, volts, config)
+    assert result.status is Status.FAIL and result.joints == ("elbow_flex",) and "over current" in result.detail
+    weak = {**volts, "gripper": [11.9, 10.1]}
+    result = judge_load(currents, loads, weak, config)
+    assert result.status is Status.FAIL and result.joints == ("gripper",) and "sags under load" in result.detail
 
 
 def test_the_default_safety_limits_are_the_urdfs_less_the_margins() -> None:

@@ -14,12 +14,13 @@ import numpy as np
 from so101_apps.preflight.gravity import LOAD_SCALE_RANGE, SURE_SIGMA_RAD, JointEstimate, UrdfJoint
 from so101_apps.preflight.motion_plan import GRAVITY_JOINTS, Plan, Recording
 from so101_apps.preflight.report import CheckResult, Status, worst
-from so101_common.joints import JOINT_NAMES, joint
+from so101_common.joints import JOINT_NAMES
 from so101_driver.driver_core import DriverConfig
 from so101_safety.config import SafetyConfig
 
 __all__ = ["ZERO_FAIL_RAD", "ZERO_WARN_RAD", "REACH_TOLERANCE_RAD", "HOLD_TOLERANCE_RAD", "judge_calibration",
-           "judge_cycle_rate", "judge_load", "judge_safety_limits", "Trace", "Interruption", "judge_interruption"]
+           "judge_cycle_rate", "judge_load", "judge_safety_limits", "Trace", "Interruption", "judge_interruption",
+           "joint_bounds", "max_velocities"]
 
 ZERO_FAIL_RAD = 0.35  # a joint further than this (20°) from the URDF's zero fails (when 2σ still leave it beyond
 # ZERO_WARN_RAD): a policy trained on the URDF sees another arm
@@ -151,26 +152,30 @@ def judge_cycle_rate(achieved_hz: Sequence[float], states_hz: float, config: Dri
 
 def judge_load(currents: Mapping[str, Sequence[float]], loads: Mapping[str, Sequence[float]],
                volts: Mapping[str, Sequence[float]], config: DriverConfig) -> CheckResult:
-    """Every servo's current (the driver's reports while the preflight moved and held the arm) below the driver's
-    ``current_warn_a`` and its supply above ``voltage_warn_min_v`` under that load; ``loads`` (Present_Load, fraction
-    of the stall torque) are reported beside them."""
-    limit = f"< {config.current_warn_a:g} A" if config.current_warn_a else "none set (current_warn_a: 0)"
-    peaks = {n: max(v) for n, v in currents.items() if v}
-    if not peaks:
+    """The servos' load while the preflight moved and held the arm (the driver's ``/diagnostics`` reports): each
+    servo's median current below the driver's ``current_warn_a`` (a joint that works that hard all along is blocked
+    or overloaded; a moment's peak at a turn of a sweep is not) and its supply above ``voltage_warn_min_v`` in every
+    report (a supply that sags under the arm's load browns the servos out). Present_Load (fraction of the stall
+    torque) and the peak currents are reported beside them."""
+    limit = (f"median current < {config.current_warn_a:g} A" if config.current_warn_a
+             else "none set (current_warn_a: 0)")
+    typical = {n: statistics.median(v) for n, v in currents.items() if v}
+    if not typical:
         return CheckResult("load", Status.FAIL, "no report", limit, "the driver reported no servo on /diagnostics")
-    worst_joint = max(peaks, key=lambda n: peaks[n])
+    worst_joint = max(typical, key=lambda n: typical[n])
     peak_load = {n: max(abs(x) for x in v) for n, v in loads.items() if v}
-    measured = (f"{peaks[worst_joint]:.2f} A ({worst_joint}); load up to "
-                f"{max(peak_load.values(), default=0.0):.0%} of stall")
     lowest = {n: min(v) for n, v in volts.items() if v}
-    values = {"peak_current_a": {n: round(v, 3) for n, v in peaks.items()},
+    measured = (f"{typical[worst_joint]:.2f} A ({worst_joint}); load up to {max(peak_load.values(), default=0.0):.0%} "
+                "of stall")
+    values = {"median_current_a": {n: round(v, 3) for n, v in typical.items()},
+              "peak_current_a": {n: round(max(v), 3) for n, v in currents.items() if v},
               "peak_load_fraction": {n: round(v, 3) for n, v in peak_load.items()},
               "lowest_voltage_v": {n: round(v, 2) for n, v in lowest.items()}}
     if lowest:
         measured += f"; supply down to {min(lowest.values()):.1f} V"
     if config.voltage_warn_min_v:
         limit += f", supply >= {config.voltage_warn_min_v:g} V"
-    high = {n: v for n, v in peaks.items() if config.current_warn_a and v >= config.current_warn_a}
+    high = {n: v for n, v in typical.items() if config.current_warn_a and v >= config.current_warn_a}
     if high:
         return CheckResult("load", Status.FAIL, measured, limit, "over current at " + ", ".join(
             f"{n} {v:.2f} A" for n, v in high.items()) + ": something loads the joint (a collision, a binding "
@@ -314,7 +319,3 @@ def joint_bounds(config: SafetyConfig) -> tuple[np.ndarray, np.ndarray]:
 
 def max_velocities(config: SafetyConfig) -> list[float]:
     return [lim.max_velocity for lim in config.limits]
-
-
-def stall_torque(name: str) -> float:
-    return joint(name).max_effort

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Status", "CheckResult", "PreflightReport", "REPORT_NAME"]
+__all__ = ["Status", "CheckResult", "PreflightReport", "REPORT_NAME", "worst"]
 
 REPORT_NAME = "preflight.json"
 

@@ -1,15 +1,24 @@
 """The preflight's judgements of what the chain did, on known traces: the e-stop and the watchdog (the arm holds,
-torque stays on, no jump on release) and the safety limits in force against the URDF's."""
+torque stays on, no jump on release), the load, the safety limits in force against the URDF's, and joints checked
+by eye."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from so101_apps.preflight.chain_checks import Interruption, Trace, judge_interruption, judge_load, judge_safety_limits
+from so101_apps.preflight.chain_checks import (
+    Interruption,
+    Trace,
+    judge_calibration,
+    judge_interruption,
+    judge_load,
+    judge_safety_limits,
+)
 from so101_apps.preflight.gravity import urdf_joints
+from so101_apps.preflight.motion_plan import Recording, probe_plan
 from so101_apps.preflight.report import Status
-from so101_common.joints import JOINT_NAMES
+from so101_common.joints import JOINT_NAMES, JOINTS
 from so101_driver.driver_core import DriverConfig
 from so101_safety.config import SafetyConfig
 
@@ -96,3 +105,20 @@ def test_limits_that_are_not_the_urdfs_fail() -> None:
 def test_no_margin_warns() -> None:
     result = judge_safety_limits(SafetyConfig(margin=0.0), urdf_joints())
     assert result.status is Status.WARN and "no margin" in result.detail
+
+
+def test_joints_gravity_does_not_load_are_judged_by_eye_when_asked() -> None:
+    start = np.array([0.0, -1.7, 1.6, 1.4, 0.0, 0.0])
+    low, high = np.array([j.lower + 0.07 for j in JOINTS]), np.array([j.upper - 0.07 for j in JOINTS])
+    plan = probe_plan(start, low, high)
+    recording = Recording()
+    for t in np.arange(0.0, plan.duration, 0.01):  # an arm that follows its commands exactly
+        recording.add(float(t), plan.target(float(t)), np.zeros(len(JOINT_NAMES)))
+    seen = {"shoulder_pan": True, "wrist_roll": False, "gripper": True}
+    results = {r.check: r for r in judge_calibration({}, recording, plan, (low, high), (low, high), seen)}
+    assert results["calibration.shoulder_pan"].status is Status.PASS
+    assert results["calibration.gripper"].status is Status.PASS
+    assert results["calibration.wrist_roll"].status is Status.FAIL
+    assert "moves the wrong way" in results["calibration.wrist_roll"].detail
+    unasked = {r.check: r for r in judge_calibration({}, recording, plan, (low, high), (low, high))}
+    assert unasked["calibration.gripper"].status is Status.WARN

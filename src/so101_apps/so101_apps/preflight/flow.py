@@ -171,8 +171,8 @@ def _chain_phase(specs: list[NodeSpec], calibration: dict[str, MotorCalibration]
         start = node.arm()
         plan = probe_plan(start, low, high)
         if options.before_moving is not None:
-            options.before_moving(f"the arm moves from where it is to the check pose (upper arm tilted back, forearm "
-                                  f"level, wrist tilted) at up to {max(leg_speed(leg) for leg in plan.legs):.1f} rad/s, "
+            options.before_moving(f"the arm moves from where it is to the check pose (upper arm upright, forearm "
+                                  f"forward, hand tilted up) at up to {max(leg_speed(leg) for leg in plan.legs):.1f} rad/s, "
                                   "sweeps each joint, and comes back: keep its reach clear")
         node.driver_rates.clear()
         recording = node.play(plan, check)

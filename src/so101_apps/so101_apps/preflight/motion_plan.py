@@ -2,7 +2,7 @@
 the check pose, a sweep of each gravity-loaded joint up and down through its part of the pose, a small wiggle of
 the others, and what was measured meanwhile (:class:`Recording`).
 
-The check pose holds the upper arm tilted back, the forearm level and the wrist tilted down (URDF convention,
+The check pose holds the upper arm upright, the forearm forward and the hand tilted up (URDF convention,
 ``CHECK_POSE``): every gravity-loaded joint carries a good share of its link's weight there and the hand stays
 high above the table, also when the calibration is wrong by what the preflight exists to find (a joint reversed
 or 0.8 rad off zero: the arm is then elsewhere than the calibration says). Speeds are a tenth of the joints'

@@ -17,6 +17,7 @@ from so101_apps.preflight.thresholds import DriverSettings, driver_settings
 from so101_bringup.node_specs import GraphOptions, deploy_graph
 from so101_bringup.share import config_dir
 from so101_driver.bus import FeetechBus
+from so101_driver.errors import PortError
 from so101_feetech.calibration import MotorCalibration, save_calibration
 from so101_feetech.control_table import Register
 from so101_virtual.robot import VirtualSO101
@@ -152,3 +153,13 @@ def test_a_failed_gate_stops_the_preflight_before_the_arm_moves(arm, tmp_path) -
     written = json.loads((tmp_path / "preflight.json").read_text())
     assert written["result"] == "fail" and [c["check"] for c in written["checks"]] == [r.check for r in report.results]
     assert written["checks"][0]["joints"] == ["elbow_flex"]
+
+
+def test_a_preflight_that_cannot_go_on_keeps_its_report_and_says_why(arm, tmp_path) -> None:
+    _, _, calibration = arm
+    gone = tmp_path / "no_such_port"
+    with pytest.raises(PortError, match="no_such_port"):
+        run_preflight(PreflightOptions("real", str(gone), str(calibration), "default", tmp_path))
+    written = json.loads((tmp_path / "preflight.json").read_text())
+    assert written["result"] == "fail" and [c["check"] for c in written["checks"]] == ["preflight"]
+    assert "cannot open" in written["checks"][0]["detail"]

@@ -28,7 +28,7 @@ from so101_apps.preflight.chain_checks import Interruption, judge_calibration, j
 from so101_apps.preflight.gravity import GravityModel, estimate_calibration, urdf_joints
 from so101_apps.preflight.motion_plan import Leg, Plan, move_plan, probe_plan
 from so101_apps.preflight.node import DRIVER, SAFETY_FILTER, PreflightNode
-from so101_apps.preflight.report import CheckResult, PreflightReport
+from so101_apps.preflight.report import CheckResult, PreflightReport, Status
 from so101_apps.preflight.thresholds import DriverSettings, driver_settings
 from so101_bringup.composition import ComposedGraph
 from so101_bringup.node_specs import GraphOptions, NodeSpec, deploy_graph
@@ -88,17 +88,24 @@ def run_preflight(options: PreflightOptions, emit: Callable[[CheckResult], None]
             for result in report.add(results):
                 emit(result)
 
-        ids = _bus_phase(port, calibration, settings, add)
-        gate = [r.check for r in report.failed() if r.check in GATES]
-        if gate:
-            because = f"not run: {', '.join(gate)} failed (the arm is not moved)"
-            for check in ("safety_limits", *(f"calibration.{n}" for n in JOINT_NAMES), "load", "cycle_rate", "estop",
-                          "watchdog", "firmware_settings"):
-                add(CheckResult.skipped(check, because))
-        else:
-            _chain_phase([s for s in specs if s.key in (DRIVER, SAFETY_FILTER)], calibration, settings, options, add)
-            with _bus(port, settings) as bus:
-                add(bus_checks.check_settings(bus, calibration, ids))
+        try:
+            ids = _bus_phase(port, calibration, settings, add)
+            gate = [r.check for r in report.failed() if r.check in GATES]
+            if gate:
+                because = f"not run: {', '.join(gate)} failed (the arm is not moved)"
+                for check in ("safety_limits", *(f"calibration.{n}" for n in JOINT_NAMES), "load", "cycle_rate",
+                              "estop", "watchdog", "firmware_settings"):
+                    add(CheckResult.skipped(check, because))
+            else:
+                _chain_phase([s for s in specs if s.key in (DRIVER, SAFETY_FILTER)], calibration, settings, options,
+                             add)
+                with _bus(port, settings) as bus:
+                    add(bus_checks.check_settings(bus, calibration, ids))
+        except BaseException as err:  # what ran so far is kept: the report says where the preflight stopped and why
+            add(CheckResult("preflight", Status.FAIL, "stopped", "-", " ".join(str(err).split()) or type(err).__name__))
+            report.duration_s = time.monotonic() - started
+            report.write(options.out)
+            raise
     finally:
         if arm is not None:
             stop_virtual_arm(arm)

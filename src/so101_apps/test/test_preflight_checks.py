@@ -4,6 +4,8 @@ by eye."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -17,7 +19,7 @@ from so101_apps.preflight.chain_checks import (
 )
 from so101_apps.preflight.gravity import urdf_joints
 from so101_apps.preflight.motion_plan import Recording, probe_plan
-from so101_apps.preflight.report import Status
+from so101_apps.preflight.report import CheckResult, PreflightReport, Status
 from so101_common.joints import JOINT_NAMES, JOINTS
 from so101_driver.driver_core import DriverConfig
 from so101_safety.config import SafetyConfig
@@ -122,3 +124,14 @@ def test_joints_gravity_does_not_load_are_judged_by_eye_when_asked() -> None:
     assert "moves the wrong way" in results["calibration.wrist_roll"].detail
     unasked = {r.check: r for r in judge_calibration({}, recording, plan, (low, high), (low, high))}
     assert unasked["calibration.gripper"].status is Status.WARN
+
+
+def test_the_report_is_strict_json_with_one_entry_per_check(tmp_path) -> None:
+    report = PreflightReport("virtual", "/dev/pts/9", "cal.json")
+    report.add([CheckResult("estop", Status.FAIL, "held within nan rad", "drift <= 0.02 rad", "no joint states",
+                            values={"hold_drift_rad": float("nan"), "drift_rad": {"elbow_flex": np.float64(0.001)}}),
+                CheckResult.skipped("watchdog", "not run: estop failed")])
+    written = json.loads((report.write(tmp_path)).read_text(), parse_constant=lambda c: pytest.fail(f"{c} in JSON"))
+    assert written["result"] == "fail" and written["checks"][0]["values"]["hold_drift_rad"] is None
+    assert [c["status"] for c in written["checks"]] == ["fail", "skip"]
+    assert report.summary().startswith("preflight FAILED") and report.summary().endswith(": estop")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import enum
 import json
+import math
 import os
 import tempfile
 from collections.abc import Iterable, Sequence
@@ -99,13 +100,24 @@ class PreflightReport:
         fd, tmp = tempfile.mkstemp(prefix=f".{REPORT_NAME}.", dir=folder)
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as f:
-                json.dump(self.to_dict(), f, indent=2)
+                json.dump(_finite(self.to_dict()), f, indent=2, allow_nan=False)
                 f.write("\n")
             os.replace(tmp, path)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
         return path
+
+
+def _finite(value: Any) -> Any:
+    """``value`` with every non-finite float as None (JSON has no NaN)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
 
 
 def worst(statuses: Sequence[Status]) -> Status:

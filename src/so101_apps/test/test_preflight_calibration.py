@@ -47,7 +47,7 @@ def _probe(calibration: Mapping[str, MotorCalibration]) -> list[CheckResult]:
             t += CYCLE_S
             sample = core.cycle().sample
             if sample is not None:
-                recording.add(t, sample.position, sample.effort)
+                recording.add(t, sample.position, sample.velocity, sample.effort)
         return judge_calibration(estimate_calibration(recording, plan, GravityModel()), recording, plan, calibrated,
                                  allowed)
     finally:

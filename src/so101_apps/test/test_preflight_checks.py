@@ -115,7 +115,7 @@ def test_joints_gravity_does_not_load_are_judged_by_eye_when_asked() -> None:
     plan = probe_plan(start, low, high)
     recording = Recording()
     for t in np.arange(0.0, plan.duration, 0.01):  # an arm that follows its commands exactly
-        recording.add(float(t), plan.target(float(t)), np.zeros(len(JOINT_NAMES)))
+        recording.add(float(t), plan.target(float(t)), np.zeros(len(JOINT_NAMES)), np.zeros(len(JOINT_NAMES)))
     seen = {"shoulder_pan": True, "wrist_roll": False, "gripper": True}
     results = {r.check: r for r in judge_calibration({}, recording, plan, (low, high), (low, high), seen)}
     assert results["calibration.shoulder_pan"].status is Status.PASS

@@ -11,21 +11,20 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from so101_apps.preflight.gravity import LOAD_SCALE_RANGE, SURE_SIGMA_RAD, JointEstimate, UrdfJoint
+from so101_apps.preflight.gravity import LOAD_SCALE_RANGE, REACH_RAD, SURE_SIGMA_RAD, JointEstimate, UrdfJoint
 from so101_apps.preflight.motion_plan import GRAVITY_JOINTS, Plan, Recording
 from so101_apps.preflight.report import CheckResult, Status, worst
 from so101_common.joints import JOINT_NAMES
 from so101_driver.driver_core import DriverConfig
 from so101_safety.config import SafetyConfig
 
-__all__ = ["ZERO_FAIL_RAD", "ZERO_WARN_RAD", "REACH_TOLERANCE_RAD", "HOLD_TOLERANCE_RAD", "judge_calibration",
+__all__ = ["ZERO_FAIL_RAD", "ZERO_WARN_RAD", "REACH_RAD", "HOLD_TOLERANCE_RAD", "judge_calibration",
            "judge_cycle_rate", "judge_load", "judge_safety_limits", "Trace", "Interruption", "judge_interruption",
            "joint_bounds", "max_velocities"]
 
 ZERO_FAIL_RAD = 0.35  # a joint further than this (20°) from the URDF's zero fails (when 2σ still leave it beyond
 # ZERO_WARN_RAD): a policy trained on the URDF sees another arm
 ZERO_WARN_RAD = 0.2  # ... further than this warns (a calibration pose a little off the middle of the range)
-REACH_TOLERANCE_RAD = 0.1  # a joint must come this close to the extremes it was commanded to (sag and lag allowed)
 HOLD_TOLERANCE_RAD = 0.02  # a held joint may drift this much (≈13 encoder steps: backlash and noise)
 SPEED_TOLERANCE = 1.05  # an output step may exceed v_max·dt by this factor (clock rounding between stamps)
 NO_JUMP_RAD = 0.03  # the first output after a release lies this close to the arm (beyond the reseed tolerance)
@@ -33,7 +32,7 @@ NO_JUMP_RAD = 0.03  # the first output after a release lies this close to the ar
 
 def _reach(recording: Recording, plan: Plan) -> dict[str, tuple[float, float, float, float]]:
     """joint → (commanded low, commanded high, measured low, measured high) after the move to the check pose."""
-    time, position, _ = recording.arrays()
+    time, position, _, _ = recording.arrays()
     start = plan.legs[0].duration
     commands = np.array([leg.end for leg in plan.legs[1:]])
     after = position[time >= start]
@@ -61,7 +60,7 @@ def judge_calibration(estimates: Mapping[str, JointEstimate | None], recording: 
         values.update({"commanded_rad": [round(want_low, 4), round(want_high, 4)],
                        "reached_rad": [round(got_low, 4), round(got_high, 4)]})
         short = [(w, g) for w, g in ((want_low, got_low), (want_high, got_high))
-                 if not abs(w - g) <= REACH_TOLERANCE_RAD]
+                 if not abs(w - g) <= REACH_RAD]
         if short:
             findings.append((Status.FAIL, "did not reach " + ", ".join(f"{w:+.2f} rad (got {g:+.2f})" for w, g in short)
                              + ": something blocks it, or its servo's position limits are narrower than the calibration"))

@@ -36,13 +36,13 @@ from so101_apps.preflight.motion_plan import GRAVITY_JOINTS, Plan, Recording
 from so101_common.joints import JOINT_NAMES
 from so101_description.paths import urdf_text
 
-__all__ = ["GravityModel", "UrdfJoint", "urdf_joints", "JointEstimate", "estimate_calibration", "CRUISE_AFTER_S"]
+__all__ = ["GravityModel", "UrdfJoint", "urdf_joints", "JointEstimate", "estimate_calibration", "CRUISE_FRACTION", "REACH_RAD"]
 
-CRUISE_AFTER_S = 0.3  # s into a sweep before its samples count: the arm has caught up with the command
+CRUISE_FRACTION = 0.5  # a sweep's sample counts when its joint moves the sweep's way at least this share of its speed
+REACH_RAD = 0.1  # a sweep counts when its joint came this close to both of its ends
 _MIN_SAMPLES = 30  # per sweep (up and down together): fewer, and the joint is not judged
 _HUBER_K = 1.345  # Huber's constant: 95 % efficiency on Gaussian noise, bounded influence of the load's spikes
 _HUBER_ITERATIONS = 50
-_SPAN_COVERED = 0.7  # a sweep whose joint covered less of its commanded span (blocked, at a limit) is not used
 _ITERATIONS = 8
 SURE_SIGMA_RAD = 0.15  # a zero estimate at least this sure is used for the other joints (and judged)
 DECIDED_SIGMAS = 3.0  # the direction is told apart when the other hypothesis's zero is this many σ further off
@@ -187,29 +187,28 @@ def _fit_sweep(position: np.ndarray, effort: np.ndarray, direction: np.ndarray, 
 
 
 def _sweep_samples(recording: Recording, plan: Plan, name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Positions, efforts and directions of the samples taken while ``name`` swept at constant speed; none when the
-    joint covered less than :data:`_SPAN_COVERED` of the span it was commanded through (blocked, or held at a
-    limit: its load then says nothing of gravity)."""
-    time, position, effort = recording.arrays()
+    """Positions, efforts and directions of the samples taken while ``name`` swept at constant speed: the joint's
+    measured velocity has the sweep's sign and at least :data:`CRUISE_FRACTION` of its speed (the arm has caught up
+    with the command, however late its joint states come). None when the joint did not reach both ends of its sweep
+    within :data:`REACH_RAD` (blocked, or held at a limit: its load then says nothing of gravity)."""
+    time, position, velocity, effort = recording.arrays()
+    j = JOINT_NAMES.index(name)
+    legs = [leg for leg in plan.legs if leg.sweeps == name]
+    on_sweep = np.array([plan.legs[plan.locate(float(t))[0]].sweeps == name for t in time], dtype=bool)
+    swept = position[on_sweep & np.isfinite(position[:, j]), j]
+    low, high = min(min(leg.start[j], leg.end[j]) for leg in legs), max(max(leg.start[j], leg.end[j]) for leg in legs)
+    if not len(swept) or swept.min() > low + REACH_RAD or swept.max() < high - REACH_RAD:
+        return position[:0], effort[:0], np.zeros(0)
     keep, direction = [], []
     for k, t in enumerate(time):
-        index, into = plan.locate(float(t))
-        leg = plan.legs[index]
-        if leg.sweeps == name and CRUISE_AFTER_S <= into <= leg.duration and np.all(np.isfinite(position[k])):
+        if not on_sweep[k] or not np.all(np.isfinite(position[k])):
+            continue
+        leg = plan.legs[plan.locate(float(t))[0]]
+        speed = abs(leg.end[j] - leg.start[j]) / leg.duration
+        if leg.direction * velocity[k, j] >= CRUISE_FRACTION * speed:
             keep.append(k)
             direction.append(leg.direction)
-    j = JOINT_NAMES.index(name)
-    span = max(abs(leg.end[j] - leg.start[j]) for leg in plan.legs if leg.sweeps == name)
-    covered = float(np.ptp(position[keep, j])) if keep else 0.0
-    if covered < _SPAN_COVERED * (span - 2 * CRUISE_AFTER_S * _speed(plan, name)):
-        keep, direction = [], []
     return position[keep], effort[keep], np.asarray(direction)
-
-
-def _speed(plan: Plan, name: str) -> float:
-    leg = next(leg for leg in plan.legs if leg.sweeps == name)
-    j = JOINT_NAMES.index(name)
-    return abs(leg.end[j] - leg.start[j]) / leg.duration if leg.duration > 0 else 0.0
 
 
 def estimate_calibration(recording: Recording, plan: Plan, model: GravityModel) -> dict[str, JointEstimate | None]:

@@ -84,21 +84,26 @@ class Plan:
 
 @dataclass
 class Recording:
-    """What the arm reported while a plan played: ``time`` s since the plan started, positions (rad) and efforts
-    (N·m) in :data:`JOINT_NAMES` order, one row per joint state."""
+    """What the arm reported while a plan played: ``time`` s since the plan started, positions (rad), velocities
+    (rad/s) and efforts (N·m) in :data:`JOINT_NAMES` order, one row per joint state."""
 
     time: list[float] = field(default_factory=list)
     position: list[np.ndarray] = field(default_factory=list)
+    velocity: list[np.ndarray] = field(default_factory=list)
     effort: list[np.ndarray] = field(default_factory=list)
 
-    def add(self, t: float, position: Sequence[float] | np.ndarray, effort: Sequence[float] | np.ndarray) -> None:
+    def add(self, t: float, position: Sequence[float] | np.ndarray, velocity: Sequence[float] | np.ndarray,
+            effort: Sequence[float] | np.ndarray) -> None:
         self.time.append(float(t))
         self.position.append(np.asarray(position, dtype=float))
+        self.velocity.append(np.asarray(velocity, dtype=float))
         self.effort.append(np.asarray(effort, dtype=float))
 
-    def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(time, position, velocity, effort) as arrays."""
         n = len(JOINT_NAMES)
-        return (np.asarray(self.time), np.asarray(self.position).reshape(-1, n), np.asarray(self.effort).reshape(-1, n))
+        return (np.asarray(self.time), np.asarray(self.position).reshape(-1, n), np.asarray(self.velocity).reshape(-1, n),
+                np.asarray(self.effort).reshape(-1, n))
 
 
 def _move(start: np.ndarray, end: np.ndarray, speed: float, sweeps: str | None = None) -> Leg:

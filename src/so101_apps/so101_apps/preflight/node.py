@@ -61,12 +61,13 @@ class PreflightNode(Node):
     def _on_state(self, msg: JointState) -> None:
         now = time.monotonic()
         position, effort = _ordered(msg.name, msg.position), _ordered(msg.name, msg.effort)
+        velocity = _ordered(msg.name, msg.velocity)
         with self._lock:
             self.measured = position
             self.states_received += 1
             self.trace.states.append((now, position))
             if self._recording is not None:
-                self._recording.add(now - self._recording_start, position, effort)
+                self._recording.add(now - self._recording_start, position, velocity, effort)
 
     def _on_output(self, msg: JointState) -> None:
         stamp = msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec

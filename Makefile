@@ -5,13 +5,14 @@ STAMP    := $(VENV)/.so101-env-stamp
 ENV_DEPS := scripts/bootstrap_env.sh requirements/constraints.txt requirements/lerobot.txt \
             requirements/workspace.txt $(wildcard src/*/setup.py)
 
-.PHONY: env test demo bench lint colcon-build clean-env help
+.PHONY: env test demo bench docs lint colcon-build clean-env help
 
 help:
 	@echo "make env     create/update the pinned environment in $(VENV)"
 	@echo "make test    environment + lint + type check + every test (what CI runs)"
 	@echo "make demo    the main job on the embedded default (virtual SO-101 + MuJoCo)"
 	@echo "make bench   control-path benchmarks as JSON lines"
+	@echo "make docs    regenerate the READMEs' parts derived from the code (tables, formats, schemas)"
 	@echo "make lint    ruff and mypy over the whole tree"
 
 $(STAMP): $(ENV_DEPS)
@@ -27,7 +28,10 @@ demo: $(STAMP)
 	VENV=$(VENV) bash scripts/with_env.sh so101 demo
 
 bench: $(STAMP)
-	VENV=$(VENV) bash scripts/with_env.sh so101 bench
+	VENV=$(VENV) bash scripts/with_env.sh so101 bench --isolated
+
+docs: $(STAMP)
+	VENV=$(VENV) bash scripts/with_env.sh python -m so101_apps.docs
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

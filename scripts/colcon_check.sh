@@ -2,7 +2,7 @@
 # The packages as a robot builds and tests them: this checkout copied (tracked and untracked, not ignored files)
 # under a fresh workspace's src/, a plain `colcon build` (copies, not symlinks: installed files are found through
 # the ament index, never the checkout), then `colcon test` of every package against the installed copies.
-# Runs inside the workspace environment (scripts/with_env.sh); the workspace is removed at the end.
+# Runs inside the workspace environment (scripts/with_env.sh --isolated); the workspace is removed at the end.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 WS=$(mktemp -d "${TMPDIR:-/tmp}/so101_colcon_ws.XXXXXX")

@@ -3,7 +3,7 @@
 # checkout under a workspace's src/), then the whole-workspace tests of test/ (arguments go to that pytest run).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-run() { bash scripts/with_env.sh "$@"; }
+run() { bash scripts/with_env.sh --isolated "$@"; }
 
 echo "== ruff"
 run ruff check . || exit 1

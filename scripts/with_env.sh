@@ -1,15 +1,21 @@
 #!/usr/bin/env bash
-# Runs a command inside the workspace environment with DDS kept on loopback (private domain).
+# Runs a command inside the workspace environment (.venv on PATH, Hugging Face offline).
+# DDS is the caller's ROS environment (ROS_DOMAIN_ID, discovery range, RMW as exported), so what a user runs
+# is visible from their other shells; with --isolated first, a private domain on loopback instead, as tests
+# and benchmarks use (nothing else on the machine or the network hears it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${VENV:-.venv}
 export PATH="$PWD/$VENV/bin:$PATH"
 export VIRTUAL_ENV="$PWD/$VENV"
-# Jazzy's loopback setting alone: ROS_LOCALHOST_ONLY is deprecated (rcl warns twice per node when it is set)
-export ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST
-unset ROS_LOCALHOST_ONLY
-export RMW_IMPLEMENTATION=${RMW_IMPLEMENTATION:-rmw_fastrtps_cpp}
-export ROS_DOMAIN_ID=${ROS_DOMAIN_ID:-$(( ($$ % 100) + 1 ))}
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1 WANDB_MODE=disabled
 export MPLBACKEND=Agg
+unset ROS_LOCALHOST_ONLY  # deprecated in Jazzy (rcl warns on every node while it is set)
+if [ "${1:-}" = "--isolated" ]; then
+  shift
+  # Jazzy's loopback setting alone, and a domain of this run's own
+  export ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST
+  export RMW_IMPLEMENTATION=${RMW_IMPLEMENTATION:-rmw_fastrtps_cpp}
+  export ROS_DOMAIN_ID=$(( ($$ % 100) + 1 ))
+fi
 exec "$@"

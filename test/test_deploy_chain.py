@@ -26,6 +26,7 @@ from std_srvs.srv import Trigger
 
 from so101_common.joints import JOINT_NAMES, JOINTS, reorder
 from so101_gaponet.model_file import load_model
+from so101_safety.config import load_config
 from so101_testing import NodeProcess, wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -40,6 +41,13 @@ OTHER_POSE = [-0.3, -0.3, 0.4, 0.2, -0.4, 0.3]
 TRACKING_TOLERANCE = 0.12
 STARTUP_TIMEOUT = 90.0  # s: five interpreters importing rclpy/torch/mujoco on a loaded 2-core machine
 MOTION_TIMEOUT = 30.0  # s: a move of ~1 rad at ≤ 3 rad/s takes about a second when nothing is loaded
+FALL = 0.5  # rad: with torque off the arm falls at least this far from SAFE_POSE (shoulder_lift: ~1 rad)
+REST_SAMPLES, REST_SPEED = 30, 0.2  # the arm is at rest: 0.3 s of joint states below this speed (rad/s)
+RESPONSE_SAMPLES = 200  # joint states watched after torque comes back on: 2 s at the driver's 100 Hz
+# Present_Velocity counts in steps of 50 step/s over 20 ms (0.077 rad/s): a measured speed may read one step above
+# the bound. (Torque coming back on moves the fallen arm by at most the filter's limp_tolerance: 1.2-1.9 rad/s
+# peak measured on the virtual arm; main sent it back at 4.3-4.7 rad/s.)
+SPEED_LSB = 50 * 2 * math.pi / 4096
 
 
 class PolicyProbe:
@@ -52,6 +60,7 @@ class PolicyProbe:
         self.lock = threading.Lock()
         self.target: list[float] | None = None  # None = a stalled policy: nothing published
         self.measured: list[float] | None = None
+        self.speeds: list[list[float]] = []  # |velocity| of every /joint_states (the servos' own Present_Velocity)
         self.commands: list[list[float]] = []  # every /joint_command (safety output), JOINT_NAMES order
         self.safety_status: dict[str, str] = {}  # latest safety /diagnostics values + "message", "level"
         self._pub = self.node.create_publisher(JointState, "policy/joint_command", 10)
@@ -78,6 +87,7 @@ class PolicyProbe:
     def _on_state(self, msg: JointState) -> None:
         with self.lock:
             self.measured = reorder(msg.name, msg.position)
+            self.speeds.append([abs(v) for v in reorder(msg.name, msg.velocity)])
 
     def _on_command(self, msg: JointState) -> None:
         with self.lock:
@@ -102,6 +112,14 @@ class PolicyProbe:
     def commands_since(self, index: int) -> list[list[float]]:
         with self.lock:
             return list(self.commands[index:])
+
+    def state_count(self) -> int:
+        with self.lock:
+            return len(self.speeds)
+
+    def speeds_since(self, index: int) -> list[list[float]]:
+        with self.lock:
+            return list(self.speeds[index:])
 
     def status(self, key: str, default: str = "") -> str:
         with self.lock:
@@ -272,6 +290,7 @@ def test_stalled_policy_triggers_watchdog_hold(chain: PolicyProbe) -> None:
 
 def test_estop_latches_until_reset(chain: PolicyProbe) -> None:
     follow(chain, SAFE_POSE)
+    settle(chain)  # at rest: the e-stop has nothing to brake, the output stays where it is
     try:
         assert chain.call("/safety_filter/estop").success
         assert wait_for(lambda: chain.status("state") == "estopped", timeout=20.0), chain.safety_status
@@ -291,3 +310,38 @@ def test_estop_latches_until_reset(chain: PolicyProbe) -> None:
     follow(chain, OTHER_POSE)
     # /diagnostics comes about once a second: the next report after the reset must say so
     assert wait_for(lambda: chain.status("state") != "estopped", timeout=10.0), chain.safety_status
+
+
+def test_torque_off_and_on_in_a_watchdog_hold_does_not_snap_the_arm_back(chain: PolicyProbe) -> None:
+    """Issue 19: the policy stops (the watchdog holds), torque goes off and the arm falls, torque comes back
+    on: no joint may then move faster than its safety bound, measured on the arm (joint_states)."""
+    follow(chain, SAFE_POSE)
+    assert wait_for(lambda: chain.status("state") == "active", timeout=20.0), chain.safety_status
+    chain.stream(None)
+    assert wait_for(lambda: chain.status("state") == "holding", timeout=20.0), chain.safety_status
+    try:
+        assert chain.call("/so101_driver/disable_torque").success
+        assert wait_for(lambda: fallen_and_at_rest(chain), timeout=MOTION_TIMEOUT), chain.measured
+        first = chain.state_count()
+        assert chain.call("/so101_driver/enable_torque").success
+        assert wait_for(lambda: chain.state_count() > first + RESPONSE_SAMPLES, timeout=MOTION_TIMEOUT)
+        assert_within_speed_bounds(chain.speeds_since(first), "after torque came back on")
+    finally:
+        chain.call("/so101_driver/enable_torque")  # whatever failed above, the module's arm holds again
+    follow(chain, SAFE_POSE)  # the policy comes back: the arm is ramped to it from where it lies
+
+
+def fallen_and_at_rest(probe: PolicyProbe) -> bool:
+    """The arm lies away from SAFE_POSE (it fell) and its joints are still over the last few samples."""
+    recent = probe.speeds_since(max(0, probe.state_count() - REST_SAMPLES))
+    with probe.lock:
+        measured = probe.measured
+    fallen = measured is not None and max(abs(m - p) for m, p in zip(measured, SAFE_POSE, strict=True)) > FALL
+    return fallen and len(recent) == REST_SAMPLES and max(max(s) for s in recent) < REST_SPEED
+
+
+def assert_within_speed_bounds(speeds: list[list[float]], when: str) -> None:
+    bounds = [lim.max_velocity for lim in load_config(CONFIG / "safety.yaml").limits]
+    peaks = [max(s[i] for s in speeds) for i in range(len(JOINT_NAMES))]
+    fast = {n: round(p, 3) for n, p, b in zip(JOINT_NAMES, peaks, bounds, strict=True) if p > b + SPEED_LSB}
+    assert not fast, f"joints faster than their safety bound {when}: {fast} rad/s (bounds {bounds})"

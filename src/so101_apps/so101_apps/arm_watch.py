@@ -4,6 +4,7 @@ it, and the servo faults reported since the motion started (``so101_apps.session
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Sequence
 
 import numpy as np
@@ -17,7 +18,9 @@ __all__ = ["ArmWatch"]
 class ArmWatch:
     """Times are seconds on one clock the caller chooses; fault spans count from :meth:`mark`."""
 
-    STILL_RAD = 0.005  # a joint that moved less than this (≈3 encoder steps) is at rest
+    STILL_RAD = 0.005  # net drift over the hold time below which a joint is at rest (≈3 encoder steps) ...
+    NOISE_MARGIN = 4.0  # ... plus this many standard deviations of its measured encoder noise
+    HISTORY_S = 2.0  # joint states kept for the rest test (longer than any hold time asked for)
 
     def __init__(self, now: float) -> None:
         self.measured = np.full(len(JOINT_NAMES), np.nan)
@@ -26,8 +29,7 @@ class ArmWatch:
         self.states = 0  # joint states received since mark()
         self.driver_rate_hz: float | None = None  # the driver's configured cycle rate, from its bus diagnostics
         self._origin = now
-        self._rest = np.full(len(JOINT_NAMES), np.nan)  # where the arm was when it last moved
-        self._still_since = now
+        self._history: deque[tuple[float, np.ndarray]] = deque()  # (time, measured) of the last HISTORY_S
 
     def mark(self, now: float) -> None:
         """Start a new motion: fault times count from now; faults still present open new spans."""
@@ -38,9 +40,9 @@ class ArmWatch:
     def on_state(self, names: Sequence[str], positions: Sequence[float], now: float) -> None:
         _store(names, positions, self.measured)
         self.states += 1
-        if not np.all(np.abs(self.measured - self._rest) <= self.STILL_RAD):  # NaN (not yet measured): moved
-            self._rest = self.measured.copy()
-            self._still_since = now
+        self._history.append((now, self.measured.copy()))
+        while len(self._history) > 2 and self._history[1][0] <= now - self.HISTORY_S:
+            self._history.popleft()
 
     def on_command(self, names: Sequence[str], positions: Sequence[float]) -> None:
         _store(names, positions, self.commanded)
@@ -53,12 +55,51 @@ class ArmWatch:
             self.faults.observe(now - self._origin, faults)
 
     def settled(self, now: float, tolerance: float = 0.25, hold_s: float = 0.3) -> bool:
-        """Every joint within ``tolerance`` rad of its command (the gap profile's sag included) and none moved
-        more than :attr:`STILL_RAD` for ``hold_s``: an episode that starts before the arm has come to rest
+        """Whether the arm rests at its command (:meth:`waiting_for` has nothing to wait for)."""
+        return self.waiting_for(now, tolerance, hold_s) is None
+
+    def waiting_for(self, now: float, tolerance: float = 0.25, hold_s: float = 0.3) -> str | None:
+        """What keeps the arm from resting at its command, in words, or None when it rests there.
+
+        At rest: every joint within ``tolerance`` rad of its command (the gap profile's sag included) and none
+        drifted over the last ``hold_s`` by more than :attr:`STILL_RAD` plus :attr:`NOISE_MARGIN` standard
+        deviations of its own encoder noise, measured on the same samples (a real encoder's readings jitter by
+        a step or two at rest; the drift is the mean of the window's last third against its first third, so
+        noise averages out and motion does not). An episode that starts before the arm has come to rest
         carries the approach in its first seconds, which no compensator should be judged on."""
+        if np.isnan(self.commanded).any():
+            return "the first command"
+        if np.isnan(self.measured).any():
+            return "the first joint state"
         offset = np.abs(self.measured - self.commanded)
-        near = bool(np.all(np.isfinite(offset)) and offset.max() < tolerance)
-        return near and now - self._still_since >= hold_s
+        far = [f"{JOINT_NAMES[j]} {offset[j]:.3f} rad from its command" for j in np.flatnonzero(offset >= tolerance)]
+        if far:
+            return f"{', '.join(far)} (tolerance {tolerance} rad)"
+        start = now - hold_s
+        before = [i for i, (t, _) in enumerate(self._history) if t <= start]
+        if not before:
+            return f"{hold_s} s of joint states"
+        window = np.array([q for _, q in list(self._history)[before[-1]:]])
+        third = max(1, len(window) // 3)
+        drift = np.abs(window[-third:].mean(axis=0) - window[:third].mean(axis=0))
+        noise = _noise(window)
+        limit = self.STILL_RAD + self.NOISE_MARGIN * noise
+        moving = np.flatnonzero(drift > limit)
+        if len(moving):
+            return "the arm to come to rest: " + ", ".join(
+                f"{JOINT_NAMES[j]} moved {drift[j] * 1e3:.1f} mrad in {hold_s} s (rest: under {limit[j] * 1e3:.1f}, "
+                f"its noise {noise[j] * 1e3:.1f} mrad)" for j in moving)
+        return None
+
+
+def _noise(window: np.ndarray) -> np.ndarray:
+    """Per joint, the standard deviation of white encoder noise on these samples: a robust spread (1.4826 · MAD)
+    of successive differences, over √2 (a difference holds two samples' noise); zero from fewer than 3 samples."""
+    if len(window) < 3:
+        return np.zeros(window.shape[1])
+    steps = np.diff(window, axis=0)
+    spread = 1.4826 * np.median(np.abs(steps - np.median(steps, axis=0)), axis=0)
+    return spread / np.sqrt(2.0)
 
 
 def _store(names: Sequence[str], positions: Sequence[float], target: np.ndarray) -> None:

@@ -12,8 +12,8 @@ import logging
 import sys
 from dataclasses import dataclass
 
+from so101_apps import ros_environment
 from so101_bringup.share import models_dir
-from so101_ros.ros_env import apply_private_ros_env
 
 __all__ = ["BENCHES", "Bench", "add_arguments", "run"]
 
@@ -38,16 +38,18 @@ BENCHES: tuple[Bench, ...] = (
     Bench("so101_sim2real.sim_delta.bench", "so101_sim_delta.onnx"),
     Bench("so101_fleet.bench"),
     Bench("so101_apps.bench_chain"),
+    Bench("so101_apps.bench_flood"),
 )
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    ros_environment.add_arguments(parser)
     parser.add_argument("--only", nargs="*", default=None, metavar="MODULE",
                         help="run only these benchmark modules (e.g. so101_apps.bench_driver)")
 
 
 def run(args: argparse.Namespace) -> int:
-    apply_private_ros_env()  # some benchmarks start nodes: keep DDS on loopback
+    ros_environment.join(args)
     unknown = sorted(set(args.only or ()) - {b.module for b in BENCHES})
     if unknown:
         raise ValueError(f"no benchmark module {unknown}; they are {[b.module for b in BENCHES]}")

@@ -31,7 +31,6 @@ from so101_common import topics
 from so101_common.bench import BenchResult, percentile
 from so101_common.joints import JOINT_NAMES
 from so101_common.waiting import wait_for
-from so101_ros.ros_env import apply_private_ros_env
 
 __all__ = ["RelayNode", "benchmarks"]
 
@@ -138,7 +137,6 @@ def _interleaved_latencies(graphs: dict[str, list[NodeSpec]], samples: int) -> d
 
 
 def benchmarks() -> Iterator[BenchResult]:
-    apply_private_ros_env()
     chain = [s for s in deploy_graph(GraphOptions(port="")) if s.key in ("gaponet_compensator", "safety_filter")]
     relays = [NodeSpec("so101_apps.bench_chain:RelayNode", None, {},
                        {"input": topics.POLICY_COMMAND, "output": "relay_1", "__node": "relay_1"}),

@@ -27,6 +27,7 @@ from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 
+from so101_apps import ros_environment
 from so101_apps.motion_runs import MotionSpec
 from so101_apps.session import run_session
 from so101_bringup.node_specs import GraphOptions
@@ -35,7 +36,6 @@ from so101_common import topics
 from so101_common.joints import JOINT_NAMES, SHORT_NAMES
 from so101_common.paired_dataset import PairedDataset
 from so101_policy.motions import EXCITATION_PREFIX
-from so101_ros.ros_env import apply_private_ros_env
 
 __all__ = ["add_arguments", "run"]
 
@@ -43,6 +43,7 @@ DEFAULT_EVAL_MOTIONS = ("multisine", "chirp_sweep")  # config/motions/<name>.txt
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    ros_environment.add_arguments(parser)
     parser.add_argument("--profile", default="default", help="gap profile of the virtual arm (name or YAML file)")
     parser.add_argument("--eval-motion", nargs="+", default=None, metavar="FILE",
                         help="evaluation motions, never trained on (SAGE motion files or built-in names; default "
@@ -115,7 +116,7 @@ def _eval_motions(args: argparse.Namespace) -> list[MotionSpec]:
 
 
 def run(args: argparse.Namespace) -> int:
-    apply_private_ros_env()
+    ros_environment.join(args)
     out = args.out or Path("runs") / f"demo-{datetime.now():%Y%m%d-%H%M%S}"
     if args.single or args.no_analysis:
         label = "uncompensated" if args.no_compensation else "compensated"

@@ -19,11 +19,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from so101_apps import ros_environment
 from so101_apps.motion_runs import MotionSpec, RecordedMotion, ServoFaultStop
 from so101_apps.session import run_session
 from so101_bringup.node_specs import GraphOptions
 from so101_common import topics
-from so101_ros.ros_env import apply_private_ros_env
 
 __all__ = ["add_arguments", "run"]
 
@@ -32,6 +32,7 @@ DRIVER_COMMAND_TOPIC = topics.absolute(topics.JOINT_COMMAND)  # what the driver 
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    ros_environment.add_arguments(parser)
     parser.add_argument("--robot", choices=("virtual", "real"), default="virtual",
                         help="virtual: the embedded virtual SO-101 (default); real: the arm on --port")
     parser.add_argument("--profile", default="default", help="gap profile of the virtual arm (name or YAML file)")
@@ -90,8 +91,7 @@ def write_sage(recorded: dict[str, RecordedMotion], root: Path) -> list[Path]:
 
 def run(args: argparse.Namespace) -> int:
     opts = _options(args)
-    if args.robot == "virtual":
-        apply_private_ros_env()  # the virtual arm's graph stays on this machine
+    ros_environment.join(args)
     motions = _motions(args)
     sage_root = args.out / "real" / args.sage_robot / args.sage_source
     label = f"run-motion ({'compensated' if opts.compensation else 'uncompensated'})"

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.node import Node
 from sensor_msgs.msg import JointState
@@ -89,6 +90,8 @@ def run_session(label: str, opts: GraphOptions, motions: Sequence[MotionSpec], p
     with ``opts.gap_profile`` (else ``opts.port`` and ``opts.calibration_file`` name the real arm)."""
     if opts.bag_root is None:
         raise ValueError("a session records every motion: its GraphOptions need a bag_root")
+    # every motion read (and refused: empty, not finite, not radians, ...) before the arm or a node starts
+    loaded = {spec.name: load_motion(spec.source, duration=spec.seconds) for spec in motions}
     bag_root = Path(opts.bag_root)
     profile = opts.gap_profile or "default"
     arm_text = f"virtual SO-101 (profile {profile})" if virtual else f"SO-101 on {opts.port}"
@@ -109,7 +112,7 @@ def run_session(label: str, opts: GraphOptions, motions: Sequence[MotionSpec], p
             monitor = DeployMonitor(player)
             recorder = graph.node(RECORDER, RecorderNode)
             for spec in motions:
-                motion = load_motion(spec.source, duration=spec.seconds)
+                motion = loaded[spec.name]
                 player.set_motion(motion)
                 recorded[spec.name] = _record_motion(spec.name, motion.duration, player, monitor, recorder, graph,
                                                      print_period)
@@ -136,9 +139,13 @@ def _record_motion(name: str, duration: float, player: MotionPlayerNode, monitor
                 and watch.driver_rate_hz is not None) or watch.faults.active
 
     if not wait_for(ready, timeout=60.0):
-        raise RuntimeError(f"not ready to record {name}: arm at {watch.measured} for {watch.commanded}, "
-                           f"recorder subscribed to {sorted(recorder.subscribed)}, driver rate "
-                           f"{'not reported' if watch.driver_rate_hz is None else watch.driver_rate_hz}")
+        waiting = [reason for reason in (
+            watch.waiting_for(monitor.now()),
+            f"the recorder to subscribe to {sorted(recorded_topics - set(recorder.subscribed))}"
+            if not recorded_topics <= set(recorder.subscribed) else None,
+            "the driver's first report on /diagnostics" if watch.driver_rate_hz is None else None) if reason]
+        raise RuntimeError(f"not ready to record {name} after 60 s: waiting for {'; '.join(waiting)} "
+                           f"(arm at {np.round(watch.measured, 3).tolist()} rad for {np.round(watch.commanded, 3).tolist()})")
     recorder.start_episode(task=name)
     watch.mark(monitor.now())
     player.restart()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from so101_apps.arm_watch import ArmWatch
 from so101_common.joints import JOINT_NAMES
 from so101_common.servo_faults import ServoFault, ServoFaultKind
@@ -34,3 +36,47 @@ def test_fault_spans_and_joint_states_count_from_the_motion_start() -> None:
     (span,) = watch.faults.spans()
     assert (span.joint, span.fault, span.start, span.end) == ("elbow_flex", "overheat", 2.5, None)
     assert watch.states == 1
+
+
+STEP = 2 * np.pi / 4096  # one encoder step (rad)
+
+
+def _noisy_states(watch: ArmWatch, pose: np.ndarray, start: float, seconds: float, velocity: float | np.ndarray = 0.0,
+                  seed: int = 0) -> float:
+    """Joint states of a noisy real encoder (1.5 steps σ, quantised to steps) on a jittery adapter (5–15 ms apart)."""
+    rng = np.random.default_rng(seed)
+    now = start
+    while now < start + seconds:
+        true = pose + velocity * (now - start)
+        watch.on_state(JOINT_NAMES, list(np.round((true + rng.normal(0.0, 1.5 * STEP, len(pose))) / STEP) * STEP), now)
+        now += rng.uniform(0.005, 0.015)
+    return now
+
+
+def test_an_arm_at_rest_with_noisy_encoders_is_settled() -> None:
+    watch = ArmWatch(now=0.0)
+    watch.on_command(JOINT_NAMES, POSE)
+    end = _noisy_states(watch, np.array(POSE) + 0.02, start=0.0, seconds=1.0)  # sagging 20 mrad, at rest
+    assert watch.waiting_for(end) is None and watch.settled(end)
+
+
+def test_a_slowly_moving_arm_is_not_settled_and_the_wait_names_the_joint() -> None:
+    watch = ArmWatch(now=0.0)
+    watch.on_command(JOINT_NAMES, POSE)
+    velocity = np.zeros(len(POSE))
+    velocity[JOINT_NAMES.index("wrist_flex")] = 0.1  # rad/s: still creeping towards its command
+    end = _noisy_states(watch, np.array(POSE) - 0.2 * np.sign(velocity), start=0.0, seconds=1.0, velocity=velocity)
+    reason = watch.waiting_for(end)
+    assert reason is not None and reason.startswith("the arm to come to rest: wrist_flex moved")
+    assert "elbow_flex" not in reason
+
+
+def test_the_wait_says_which_joint_is_far_from_its_command() -> None:
+    watch = ArmWatch(now=0.0)
+    assert watch.waiting_for(0.0) == "the first command"
+    watch.on_command(JOINT_NAMES, POSE)
+    assert watch.waiting_for(0.0) == "the first joint state"
+    far = list(POSE)
+    far[1] += 0.4
+    watch.on_state(JOINT_NAMES, far, now=0.0)
+    assert watch.waiting_for(1.0) == "shoulder_lift 0.400 rad from its command (tolerance 0.25 rad)"

@@ -4,16 +4,56 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import numpy as np
 
 from so101_common import sage
 from so101_recorder.metadata import load_episode
-from so101_testing import best_lagged_correlation, private_ros_env
+from so101_testing import best_lagged_correlation, private_ros_env, wait_for
 
 OVERLOADED = Path(__file__).parent / "fixtures" / "overloaded.yaml"
 ARM_JOINTS = ("shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll")
+
+
+class JointStateListener:
+    """A node of this process counting ``/joint_states`` messages."""
+
+    def __enter__(self) -> JointStateListener:
+        import rclpy
+        from rclpy.executors import SingleThreadedExecutor
+        from sensor_msgs.msg import JointState
+
+        self.count = 0
+        self.context = rclpy.Context()
+        rclpy.init(context=self.context)
+        self.node = rclpy.create_node("listener", context=self.context)
+        self.node.create_subscription(JointState, "/joint_states", self._on_state, 10)
+        self.executor = SingleThreadedExecutor(context=self.context)
+        self.executor.add_node(self.node)
+        self.thread = threading.Thread(target=self.executor.spin, daemon=True)
+        self.thread.start()
+        return self
+
+    def _on_state(self, _msg: object) -> None:
+        self.count += 1
+
+    def __exit__(self, *exc: object) -> None:
+        self.executor.shutdown()
+        self.thread.join(timeout=5)
+        self.node.destroy_node()
+        self.context.try_shutdown()
+
+
+def test_isolated_runs_on_a_private_loopback_domain() -> None:
+    env = {k: v for k, v in private_ros_env().items() if k != "SO101_TEST_DOMAIN_ID"}
+    env.update({"ROS_AUTOMATIC_DISCOVERY_RANGE": "SUBNET", "ROS_DOMAIN_ID": "0"})
+    result = subprocess.run([sys.executable, "-m", "so101_apps.cli", "bench", "--isolated", "--only",
+                             "so101_virtual.sysid.bench"], env=env, capture_output=True, text=True, timeout=240)
+    assert result.returncode == 0, result.stderr[-3000:]
+    line = result.stdout.splitlines()[0]
+    assert "(discovery LOCALHOST" in line and "private (--isolated)" in line and "domain 0 " not in line
 
 
 def _so101(*args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
@@ -21,11 +61,23 @@ def _so101(*args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]
                           capture_output=True, text=True, timeout=timeout)
 
 
-def test_run_motion_records_a_bag_and_a_sage_real_run(tmp_path: Path) -> None:
+def test_run_motion_records_a_bag_and_a_sage_real_run_visible_on_the_users_domain(tmp_path: Path) -> None:
     out = tmp_path / "out"
-    result = _so101("run-motion", "--motion", "wave", "--duration", "3", "--format", "sage", "--print-period", "1",
-                    "--out", str(out))
+    # the "user's" environment: this test's domain, exported as a user would (no test-only variables)
+    env = {k: v for k, v in private_ros_env().items() if k != "SO101_TEST_DOMAIN_ID"}
+    child = subprocess.Popen([sys.executable, "-m", "so101_apps.cli", "run-motion", "--motion", "wave", "--duration",
+                              "3", "--format", "sage", "--print-period", "1", "--out", str(out)],
+                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # another "shell" on the same domain (this test process) sees the arm's joint states while it moves
+    with JointStateListener() as listener:
+        assert wait_for(lambda: listener.count > 20 or child.poll() is not None, timeout=120)
+        seen = listener.count
+    stdout, stderr = child.communicate(timeout=240)
+    result = subprocess.CompletedProcess(child.args, child.returncode, stdout, stderr)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert seen > 20, f"{seen} joint states reached another process on the domain"
+    assert f"ROS 2 domain {env['ROS_DOMAIN_ID']} (discovery LOCALHOST" in result.stdout
+    assert "the environment this command was started in" in result.stdout
     (bag,) = [p for p in (out / "bags").iterdir() if p.is_dir()]
     episode = load_episode(bag)
     assert episode is not None and episode.task == "wave" and episode.faults == [] and episode.status == "complete"
@@ -107,8 +159,25 @@ def test_a_driver_that_dies_mid_motion_ends_run_motion_with_its_exit_and_keeps_t
             process.kill()
             process.communicate()
     assert process.returncode == 1, stderr[-3000:]
-    assert "node DriverNode: exit status -9" in stderr
+    assert "node so101_driver: exit status -9" in stderr
     (bag,) = [p for p in bags.iterdir() if p.is_dir()]
     episode = load_episode(bag)
     assert episode is not None and episode.status == "complete" and episode.stop_time_ns is not None
     assert (episode.stop_time_ns - episode.start_time_ns) * 1e-9 < 25.0  # ended when the driver did, not at the motion's end
+
+
+def test_every_motion_file_is_checked_before_anything_starts(tmp_path: Path) -> None:
+    header = "Rotation,Pitch,Elbow,Wrist_Pitch,Wrist_Roll,Jaw\n"
+    good = tmp_path / "good.txt"
+    good.write_text(header + "0.0,0.0,0.5,0.0,0.0,0.5\n" * 50)
+    empty = tmp_path / "empty.txt"
+    empty.write_text("")
+    nan_rows = tmp_path / "nan_rows.txt"
+    nan_rows.write_text(header + "0.0,0.0,0.5,0.0,0.0,0.5\n" * 5 + "0.0,nan,0.5,0.0,0.0,0.5\n")
+    for bad, why in ((empty, "is empty"), (nan_rows, ":7: expected finite numbers")):
+        out = tmp_path / bad.stem
+        result = _so101("run-motion", "--motion", str(good), str(bad), "--out", str(out), timeout=120)
+        assert result.returncode == 1, result.stdout[-2000:] + result.stderr[-2000:]
+        assert f"so101 run-motion: error: motion file {bad}" in result.stderr and why in result.stderr, result.stderr
+        assert "Traceback" not in result.stderr
+        assert not (out / "virtual_arm").exists() and not (out / "bags").exists()  # nothing was started

@@ -36,9 +36,15 @@ def main() -> None:
     if len(sys.argv) < 3:
         sys.exit("usage: python -m so101_bringup.child_node <parent pid> <module> [arguments]")
     parent, module, *args = sys.argv[1:]
-    stop_with_parent(int(parent))
-    sys.argv = [module, *args]
-    runpy.run_module(module, run_name="__main__", alter_sys=True)
+    try:
+        stop_with_parent(int(parent))
+        sys.argv = [module, *args]
+        runpy.run_module(module, run_name="__main__", alter_sys=True)
+    except KeyboardInterrupt:
+        # Ctrl-C before the node's own handling began (while it imported): stop as a program stopped by Ctrl-C
+        # does, with SIGINT's exit status, and without a traceback on the parent's console
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ def test_a_child_whose_parent_is_not_the_one_named_is_interrupted_before_its_mod
                             str(marker)], env=env, capture_output=True, text=True, timeout=60)
     assert child.returncode == -signal.SIGINT, child.stderr
     assert not marker.exists()
+    assert "Traceback" not in child.stderr
 
 
 def test_a_child_of_a_living_parent_runs_its_module_as_main_with_its_arguments(tmp_path: Path) -> None:

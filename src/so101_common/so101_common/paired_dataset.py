@@ -4,8 +4,8 @@ The one implementation of the format: ``so101 pair`` writes it, ``so101 analyze`
 training read it. Every episode sits on one fixed-rate grid; arrays are (N, 6) float64 in
 :data:`JOINT_NAMES` order, rad / rad·s⁻¹ / N·m, NaN where a side did not measure a quantity.
 ``dataset.json`` is validated by :class:`DatasetIndex` (pydantic, unknown keys refused), so a bad
-index is one :class:`DatasetError` line naming the file and the key. The layout is documented in
-``docs/ARCHITECTURE.md``; bump :data:`SCHEMA_VERSION` whenever it changes.
+index is one :class:`DatasetError` line naming the file and the key. :func:`format_markdown` documents the
+layout from these definitions (``so101_common``'s README); bump :data:`SCHEMA_VERSION` whenever it changes.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import Field, field_validator
 
+from so101_common.atomic_output import staged_folder
 from so101_common.joints import JOINT_NAMES
 from so101_common.schema import SchemaError, StrictModel, load_json, validate
 
@@ -37,6 +38,7 @@ __all__ = [
     "FaultSpan",
     "PairedEpisode",
     "PairedDataset",
+    "format_markdown",
 ]
 
 _LOG = logging.getLogger(__name__)
@@ -52,6 +54,16 @@ ARRAY_KEYS: tuple[str, ...] = (
     "sim_velocity",
     "sim_effort",
 )
+ARRAY_MEANINGS: dict[str, str] = {
+    "time": "seconds from the episode's start, strictly increasing, one fixed-rate grid",
+    "command": "the commanded position the sim was driven with (the recording's command topic)",
+    "real_position": "the real arm's measured position",
+    "real_velocity": "the real arm's measured velocity (NaN where not measured)",
+    "real_effort": "the real arm's effort (NaN where not measured)",
+    "sim_position": "the simulated arm's position",
+    "sim_velocity": "the simulated arm's velocity",
+    "sim_effort": "the simulated arm's effort",
+}
 UNITS: dict[str, str] = {
     "time": "s",
     "command": "rad",
@@ -77,32 +89,33 @@ class FaultSpan(StrictModel):
     ``start``/``end`` are seconds on the episode's time axis; ``end`` None = until the episode ended.
     """
 
-    joint: str  # joint name, or "bus" for a fault of the bus as a whole
-    fault: str  # what the servo or driver reported: overload, overheat, voltage, lost, ...
-    start: float
-    end: float | None = None
-    message: str = ""
+    joint: str = Field(description='joint name, or "bus" for a fault of the bus as a whole')
+    fault: str = Field(description="what the servo or driver reported: overload, overheat, voltage, lost, ...")
+    start: float = Field(description="s on the episode's time axis")
+    end: float | None = Field(None, description="s on the episode's time axis; null: until the episode ended")
+    message: str = Field("", description="the report's text")
 
 
 class EpisodeEntry(StrictModel):
     """One episode in ``dataset.json``."""
 
-    name: str = Field(pattern=_NAME_PATTERN)
-    file: str  # relative to the dataset folder, normally episodes/<name>.npz
-    samples: int = Field(ge=2)
-    metadata: dict[str, Any] = Field(default_factory=dict)
+    name: str = Field(pattern=_NAME_PATTERN, description="the episode's name: letters, digits, _ . -")
+    file: str = Field(description="its arrays, relative to the dataset folder: episodes/<name>.npz")
+    samples: int = Field(ge=2, description="samples on its time grid (every array's length)")
+    metadata: dict[str, Any] = Field(default_factory=dict, description="sources, motion, robot id, clock fit; "
+                                     "faults: a list of fault spans; truncated: one line per input bag that was cut")
 
 
 class DatasetIndex(StrictModel):
     """``dataset.json``: what the folder holds and in which units."""
 
-    schema_version: Literal[1]
-    format: Literal["so101_sim2real.paired_dataset"]
-    rate_hz: float = Field(gt=0)
-    joint_names: tuple[str, ...]
-    units: dict[str, str]
-    metadata: dict[str, Any] = Field(default_factory=dict)
-    episodes: list[EpisodeEntry]
+    schema_version: Literal[1] = Field(description="1 (another version is refused: re-pair the recordings)")
+    format: Literal["so101_sim2real.paired_dataset"] = Field(description="so101_sim2real.paired_dataset")
+    rate_hz: float = Field(gt=0, description="rate of every episode's time grid (Hz)")
+    joint_names: tuple[str, ...] = Field(description="the column order of every array: the joint spec's names")
+    units: dict[str, str] = Field(description="each array's unit (the table below)")
+    metadata: dict[str, Any] = Field(default_factory=dict, description="dataset-wide notes: tool, sources, ...")
+    episodes: list[EpisodeEntry] = Field(description="the episodes, each an object as below")
 
     @field_validator("joint_names")
     @classmethod
@@ -226,8 +239,16 @@ class PairedDataset:
     # ------------------------------------------------------------------------------------------- files
 
     def save(self, path: str | Path) -> Path:
-        """Write ``dataset.json`` and ``episodes/<name>.npz`` (the index last, so a crash leaves no index)."""
+        """Write ``dataset.json`` and ``episodes/<name>.npz``: complete or absent (written under a temporary
+        name, published when all is written, the index last: :func:`so101_common.atomic_output.staged_folder`)."""
         path = Path(path)
+        with staged_folder(path, marker="dataset.json") as staging:
+            self._write(staging)
+        self.path = path
+        _LOG.info("wrote %d episodes to %s", len(self.episodes), path)
+        return path
+
+    def _write(self, path: Path) -> None:
         (path / "episodes").mkdir(parents=True, exist_ok=True)
         for episode in self.episodes:
             np.savez_compressed(path / "episodes" / f"{episode.name}.npz", allow_pickle=False, **episode.arrays())
@@ -241,12 +262,7 @@ class PairedDataset:
             episodes=[EpisodeEntry(name=e.name, file=f"episodes/{e.name}.npz", samples=len(e), metadata=e.metadata)
                       for e in self.episodes],
         )
-        tmp = path / "dataset.json.tmp"
-        tmp.write_text(json.dumps(index.model_dump(mode="json"), indent=2, allow_nan=False) + "\n")
-        tmp.replace(path / "dataset.json")
-        self.path = path
-        _LOG.info("wrote %d episodes to %s", len(self.episodes), path)
-        return path
+        (path / "dataset.json").write_text(json.dumps(index.model_dump(mode="json"), indent=2, allow_nan=False) + "\n")
 
     @classmethod
     def load(cls, path: str | Path, episodes: Sequence[str] | None = None) -> PairedDataset:
@@ -286,3 +302,20 @@ def _load_episode(root: Path, entry: EpisodeEntry) -> PairedEpisode:
     if len(episode) != entry.samples:
         raise DatasetError(f"episode {entry.name!r}: {file} holds {len(episode)} samples, dataset.json says {entry.samples}")
     return episode
+
+
+def format_markdown() -> str:
+    """The format's reference tables (``dataset.json``, an episode entry, a fault span, the npz arrays), generated
+    from the definitions above so the documentation cannot drift from the code."""
+    blocks = []
+    for title, model in (("`dataset.json`", DatasetIndex), ("an entry of `episodes`", EpisodeEntry),
+                         ("a span of an episode's `metadata.faults`", FaultSpan)):
+        lines = [f"**{title}**", "", "| key | meaning |", "|---|---|"]
+        lines += [f"| `{name}` | {info.description} |" for name, info in model.model_fields.items()]
+        blocks.append("\n".join(lines))
+    shape = f"(N, {len(JOINT_NAMES)}) float64 in `joint_names` order"
+    lines = ["**`episodes/<name>.npz`**", "", "| array | unit | meaning |", "|---|---|---|",
+             f"| `time` | {UNITS['time']} | (N,) float64, {ARRAY_MEANINGS['time']} |"]
+    lines += [f"| `{key}` | {UNITS[key]} | {shape}: {ARRAY_MEANINGS[key]} |" for key in ARRAY_KEYS]
+    blocks.append("\n".join(lines))
+    return "\n\n".join(blocks)

@@ -23,7 +23,9 @@ from pathlib import Path
 
 import numpy as np
 
+from so101_common.atomic_output import staged_folder, write_text_atomically
 from so101_common.joints import GRIPPER, JOINT_NAMES, JOINTS, SAGE_JOINT_NAMES
+from so101_common.recording_checks import check_positions, check_recording
 from so101_common.trajectory import JointTrajectory
 
 __all__ = [
@@ -124,6 +126,7 @@ def read_motion_file(path: str | Path, rate_hz: float = MOTION_RATE_HZ) -> Joint
         number, line = numbered[not_finite[0]]
         raise SageFormatError(f"motion file {path}:{number}: expected finite numbers, got {line}")
     position = _sage_to_ros_matrix(values, header, sage_to_ros)
+    check_positions(position, path, first_line=2, error=SageFormatError)
     time = np.arange(len(values)) / rate_hz
     return JointTrajectory(time, position)
 
@@ -132,8 +135,7 @@ def write_motion_file(trajectory: JointTrajectory, path: str | Path) -> None:
     """A command trajectory (any joint order) → SAGE motion file, six decimals as SAGE's files have."""
     fractions = _ros_to_sage_matrix(trajectory.reordered(JOINT_NAMES).position)
     lines = [",".join(SAGE_JOINT_NAMES)] + [",".join(f"{v:.6f}" for v in row) for row in fractions]
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    Path(path).write_text("\n".join(lines) + "\n")
+    write_text_atomically(path, "\n".join(lines) + "\n")
 
 
 # ----------------------------------------------------------------------------------------------- run folders
@@ -146,7 +148,8 @@ def run_kind_from_path(folder: str | Path) -> str | None:
 
 
 def read_run(folder: str | Path, kind: str | None = None) -> SageRun:
-    """Read a SAGE run folder as it is. ``kind`` defaults to the ``real``/``sim`` path component."""
+    """Read a SAGE run folder as it is. ``kind`` defaults to the ``real``/``sim`` path component. Times that jump
+    and values that cannot be radians are refused (:mod:`so101_common.recording_checks`)."""
     folder = Path(folder)
     if not folder.is_dir():
         raise SageFormatError(f"SAGE run folder {folder} does not exist")
@@ -165,7 +168,7 @@ def read_run(folder: str | Path, kind: str | None = None) -> SageRun:
         for row in _read_csv(folder / "event.csv", _EVENT_HEADER):
             events.append((row[2], _parse_float(row[1], folder / "event.csv")))
     j = len(names)
-    return SageRun(
+    run = SageRun(
         kind=kind,
         joint_names=names,
         control_time=np.array([_parse_float(r[1], folder / "control.csv") for r in control]),
@@ -176,12 +179,23 @@ def read_run(folder: str | Path, kind: str | None = None) -> SageRun:
         state_torque=_parse_lists([r[4] for r in state], j, folder / "state_motor.csv"),
         events=events,
     )
+    command_si, state_si = run_to_trajectories(run)
+    check_recording(command_si.time, command_si.position, folder / "control.csv", first_line=2, error=SageFormatError)
+    check_recording(state_si.time, state_si.position, folder / "state_motor.csv", first_line=2, allow_nan=True,
+                    error=SageFormatError)
+    return run
 
 
 def write_run(run: SageRun, folder: str | Path) -> None:
-    """Write a run folder the way SAGE does (csv module quoting, Python list text, ``repr`` floats)."""
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
+    """Write a run folder the way SAGE does (csv module quoting, Python list text, ``repr`` floats).
+
+    Complete or absent: the files are written under a temporary name and published when all are written
+    (:func:`so101_common.atomic_output.staged_folder`; ``state_motor.csv``, which marks a run folder, last)."""
+    with staged_folder(folder, marker="state_motor.csv") as staging:
+        _write_run_files(run, staging)
+
+
+def _write_run_files(run: SageRun, folder: Path) -> None:
     (folder / "joint_list.txt").write_text("".join(f"{name}\n" for name in run.joint_names))
     with open(folder / "control.csv", "w", newline="") as f:
         writer = csv.writer(f)
@@ -283,7 +297,8 @@ def _sage_to_ros_matrix(values: np.ndarray, header: Sequence[str], sage_to_ros: 
     index = [column_of[name] for name in JOINT_NAMES]
     out = np.array(values[:, index], dtype=np.float64)
     if scale:
-        out[:, _GRIPPER_INDEX] *= GRIPPER.span
+        with np.errstate(over="ignore"):  # an absurd value becomes inf, which the plausibility checks refuse
+            out[:, _GRIPPER_INDEX] *= GRIPPER.span
         if offset:
             out[:, _GRIPPER_INDEX] += GRIPPER.lower
     return out

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 import typing
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
@@ -23,7 +24,7 @@ from typing import Annotated, Any, TypeVar
 import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, TypeAdapter, ValidationError
 
-__all__ = ["SchemaError", "StrictModel", "STRICT_DATACLASS", "Number", "read_yaml", "read_json", "validate", "load_yaml", "load_json"]
+__all__ = ["SchemaError", "StrictModel", "YamlLoader", "STRICT_DATACLASS", "Number", "read_yaml", "read_json", "validate", "load_yaml", "load_json"]
 
 ModelT = TypeVar("ModelT")
 
@@ -59,11 +60,24 @@ Number = Annotated[float, BeforeValidator(_number_not_bool_or_text)]
 """A float field that takes ints and floats but not ``true`` or ``"3"`` (pydantic's lax mode would)."""
 
 
+class YamlLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
+    """PyYAML's safe loader (libyaml when available) reading floats as YAML 1.2 does.
+
+    PyYAML resolves plain scalars by YAML 1.1, whose float pattern needs a dot: ``5e-1`` or ``1e3``
+    would be the strings "5e-1" and "1e3", and a number field would refuse them. YAML 1.2 (and every
+    JSON parser) reads them as numbers; so does every file read here."""
+
+
+YamlLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float", re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"),
+    list("-+0123456789."))
+
+
 def read_yaml(path: str | Path) -> Any:
     """The YAML document in ``path``; a syntax error is one line ``file:line:col: message``."""
     text = _read_text(path)
     try:
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=YamlLoader)  # a safe loader: YamlLoader derives from SafeLoader
     except yaml.MarkedYAMLError as err:
         mark = err.problem_mark or err.context_mark
         where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)

@@ -122,3 +122,30 @@ def test_malformed_fault_span_is_one_error_naming_the_episode() -> None:
     episode.metadata["faults"] = [{"joint": "elbow_flex", "start": 0.1}]
     with pytest.raises(DatasetError, match=r"^episode bad: metadata faults\[0\]: fault: [^\n]*$"):
         episode.fault_mask()
+
+
+def test_a_full_disk_leaves_no_dataset_and_keeps_the_previous_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import errno
+
+    real_savez = np.savez_compressed
+    written: list[str] = []
+
+    def savez_until_the_disk_is_full(file: Any, *args: Any, **kwargs: Any) -> None:
+        if written:  # the second episode does not fit
+            raise OSError(errno.ENOSPC, "No space left on device")
+        written.append(str(file))
+        real_savez(file, *args, **kwargs)
+
+    monkeypatch.setattr(np, "savez_compressed", savez_until_the_disk_is_full)
+    two = PairedDataset(rate_hz=50.0, episodes=[make_episode("a"), make_episode("b", 25, 1)])
+    with pytest.raises(OSError, match="No space left"):
+        two.save(tmp_path / "new")
+    assert list(tmp_path.iterdir()) == []  # main: episodes/a.npz at the name, no index
+    monkeypatch.setattr(np, "savez_compressed", real_savez)
+    PairedDataset(rate_hz=50.0, episodes=[make_episode("a")]).save(tmp_path / "kept")
+    written.append("full again")
+    monkeypatch.setattr(np, "savez_compressed", savez_until_the_disk_is_full)
+    with pytest.raises(OSError, match="No space left"):
+        two.save(tmp_path / "kept")
+    assert [e.name for e in PairedDataset.load(tmp_path / "kept")] == ["a"]  # the previous dataset, whole
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["kept"]

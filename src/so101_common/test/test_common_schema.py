@@ -80,3 +80,14 @@ def test_a_number_is_not_a_bool_or_text(value: object) -> None:
     with pytest.raises(SchemaError, match=r"^gain.yaml: kp: "):
         validate(Gain, {"kp": value}, "gain.yaml")
     assert validate(Gain, {"kp": 2}, "gain.yaml").kp == 2.0
+
+
+@pytest.mark.parametrize(("text", "value"), [("5e-1", 0.5), ("1e3", 1000.0), ("+2E+02", 200.0), (".5e1", 5.0),
+                                             ("0.5", 0.5), ("3", 3)])
+def test_exponent_floats_are_numbers_as_in_yaml_1_2(tmp_path: Path, text: str, value: float) -> None:
+    # PyYAML's YAML 1.1 resolver reads 5e-1 (no dot) as the string "5e-1"
+    path = tmp_path / "p.yaml"
+    path.write_text(f"name: arm\nrate_hz: {text}\n")
+    data = read_yaml(path)
+    assert data["rate_hz"] == value and type(data["rate_hz"]) is type(value)
+    assert load_yaml(path, Profile).rate_hz == value

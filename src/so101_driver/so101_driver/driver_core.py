@@ -3,8 +3,12 @@
 A cycle is one SYNC_READ of the feedback block of all six servos, turned into a
 :class:`JointSample` (rad, rad/s, N·m) plus :class:`ServoTelemetry`, then one SYNC_WRITE of the
 goal positions. Commands arrive by joint name (a subset is fine: the other joints keep their goal),
-are validated (:class:`~so101_driver.errors.CommandRejected` says why), clamped to the calibrated
-range and written on the next cycle.
+are validated (:class:`~so101_driver.errors.CommandRejected` says why; counted per reason), clamped to
+the calibrated range and written with the next cycle, or at once with ``write_on_command`` (at most one
+such extra write per cycle: faster commands are coalesced, the latest wins, so no publisher rate can
+starve the bus). Every goal write, whoever sent the goal, is cut to ``max_relative_target`` from the
+servo's present position (LeRobot's convention): no command can jump the arm, and a servo whose present
+position is not known this cycle gets no goal until it is.
 
 Faults never stop the loop and never slow the healthy joints: a servo that does not answer is
 marked faulted with the reason, its joint reads NaN, every goal is still written (the others keep
@@ -26,6 +30,7 @@ import logging
 import math
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -33,6 +38,7 @@ from typing import Protocol
 import numpy as np
 
 from so101_common.joints import GRIPPER, JOINT_NAMES
+from so101_common.rejections import RejectReason, diagnostic_key
 from so101_driver.errors import BusError, CommandRejected, PortError
 from so101_driver.feedback import BusCounters, Feedback
 from so101_driver.health import DiagnosticEntry, FaultWindow, bus_status, rate_values, servo_entry, servo_fault_kinds
@@ -99,6 +105,9 @@ class DriverConfig:
     # a command's goals go out at once (one SYNC_WRITE, no reply) instead of waiting for the next cycle:
     # 0-10 ms less command-to-servo delay at 100 Hz, with a phase that would change from start to start
     write_on_command: bool = True
+    # rad: the most a goal written to a servo may lie from its present position (LeRobot's max_relative_target),
+    # so a node that bypasses the safety filter cannot jump the arm; above the lag of a servo following at speed
+    max_relative_target: float = 0.5
 
 
 @dataclass
@@ -148,7 +157,14 @@ class DriverCore:
         self._faults: frozenset[tuple[str, str]] = frozenset()  # (joint, kind) as of the last cycle
         self.commands_accepted = 0
         self.commands_rejected = 0
+        self.rejections: Counter[str] = Counter()  # by RejectReason value
         self.last_rejection = ""
+        self._rejected_reported = 0  # commands_rejected at the previous /diagnostics report
+        self.commands_coalesced = 0  # commands replaced by a later one before their goals were written
+        self.goals_limited = 0  # goal writes cut to max_relative_target from the present position
+        self._unwritten = False  # the latest command's goals have not been written yet
+        self._wrote_since_cycle = False  # a command's goals went out since the last cycle (the one extra write)
+        self._max_step = np.abs(self.config.max_relative_target / self.mapping.scale)  # in steps, per joint
         self._cycle_times: list[float] = []
 
     # --- life cycle ---------------------------------------------------------------------------
@@ -219,8 +235,10 @@ class DriverCore:
             try:
                 present = [i for i, n in zip(self.ids, self.names, strict=True) if not self._servos[n].probe_interval]
                 budget = self.config.retry_budget_fraction / self.config.rate_hz if self.config.rate_hz > 0 else None
-                feedback, failures = self.bus.sync_read_feedback_partial(present, self._goals_to_write(),
-                                                                         budget_s=budget)
+                goals = self._goals_to_write()
+                feedback, failures = self.bus.sync_read_feedback_partial(present, goals, budget_s=budget)
+                self._written(goals)
+                self._wrote_since_cycle = False
                 stamp = self._clock()
                 self._probe_missing(feedback, failures)
                 sample = self._update(feedback, failures, stamp)
@@ -374,21 +392,27 @@ class DriverCore:
         with self._lock:
             try:
                 if not self.config.write_goals:
-                    raise CommandRejected("this arm is read-only (write_goals is off)")
+                    raise CommandRejected(RejectReason.READ_ONLY, "this arm is read-only (write_goals is off)")
                 result = self._command(list(names), positions)
             except CommandRejected as err:
                 self.commands_rejected += 1
+                self.rejections[err.reason.value] += 1
                 self.last_rejection = str(err)
                 raise
             self.commands_accepted += 1
-            if self.config.write_on_command:
+            if self._unwritten:
+                self.commands_coalesced += 1  # the previous command's goals never went out: this one replaces them
+            self._unwritten = True
+            if self.config.write_on_command and not self._wrote_since_cycle:
                 self._write_goals_now()
             return result
 
     def _write_goals_now(self) -> None:
-        """Every known goal on the bus now; with the port down the cycle that reopens it writes them."""
+        """Every known goal on the bus now (the cycle's one extra write); with the port down the cycle that
+        reopens it writes them."""
         if not self.bus.is_connected or self.bus_error:
             return
+        self._wrote_since_cycle = True
         try:
             self._write_goals()
         except PortError as err:
@@ -396,21 +420,22 @@ class DriverCore:
 
     def _command(self, names: list[str], positions: Sequence[float]) -> CommandResult:
         if len(names) != len(positions):
-            raise CommandRejected(f"{len(names)} names but {len(positions)} positions")
+            raise CommandRejected(RejectReason.LENGTH_MISMATCH, f"{len(names)} names but {len(positions)} positions")
         if not names:
-            raise CommandRejected("empty command: no joint names")
+            raise CommandRejected(RejectReason.EMPTY, "empty command: no joint names")
         unknown = [n for n in names if n not in self._index]
         if unknown:
-            raise CommandRejected(f"unknown joints {unknown}; expected names from {list(self.names)}")
+            raise CommandRejected(RejectReason.UNKNOWN_JOINT,
+                                  f"expected names from {list(self.names)}; unknown joints {unknown!r}")
         if len(set(names)) != len(names):
-            raise CommandRejected(f"duplicate joint names in {names}")
+            raise CommandRejected(RejectReason.DUPLICATE_NAME, f"duplicate joint names in {names}")
         try:
             values = np.asarray(positions, dtype=float)
         except (TypeError, ValueError) as err:
-            raise CommandRejected(f"positions are not numbers: {err}") from err
+            raise CommandRejected(RejectReason.MALFORMED, f"positions are not numbers: {err}") from err
         bad = [n for n, v in zip(names, values, strict=True) if not math.isfinite(v)]
         if bad:
-            raise CommandRejected(f"non-finite positions for {bad}")
+            raise CommandRejected(RejectReason.NON_FINITE, f"non-finite positions for {bad}")
         idx = np.array([self._index[n] for n in names])
         raw = (values - self.mapping.offset[idx]) / self.mapping.scale[idx]
         clamped_raw = np.clip(np.rint(raw), self.mapping.raw_min[idx], self.mapping.raw_max[idx]).astype(int)
@@ -429,16 +454,33 @@ class DriverCore:
             return {n: float(r) for n, r, k in zip(self.names, rad, self._goal_known, strict=True) if k}
 
     def _goals_to_write(self) -> dict[int, int] | None:
-        """Servo id → goal step of every known goal (None for a read-only arm or when none is known)."""
+        """Servo id → goal step of every known goal, cut to ``max_relative_target`` from the servo's present
+        position (None for a read-only arm or when none is known). A servo without a present position this
+        cycle (not answering, probed, just rejoined) gets no goal: nothing is written blind."""
         if not self.config.write_goals:
             return None
-        goals = {i: int(g) for i, g, k in zip(self.ids, self._goal_raw.tolist(), self._goal_known, strict=True) if k}
+        goals = {}
+        for name, servo_id, goal, known, step in zip(self.names, self.ids, self._goal_raw.tolist(), self._goal_known,
+                                                    self._max_step.tolist(), strict=True):
+            feedback = self._servos[name].feedback
+            if not known or feedback is None:
+                continue
+            low, high = math.ceil(feedback.position - step), math.floor(feedback.position + step)
+            bounded_goal = min(max(int(goal), low), high)
+            if bounded_goal != goal:
+                self.goals_limited += 1
+            goals[servo_id] = bounded_goal
         return goals or None
 
     def _write_goals(self) -> None:
         goals = self._goals_to_write()
         if goals:
             self.bus.sync_write_goal_positions(goals)
+            self._written(goals)
+
+    def _written(self, goals: Mapping[int, int] | None) -> None:
+        if goals:
+            self._unwritten = False
 
     # --- torque -------------------------------------------------------------------------------
 
@@ -497,7 +539,8 @@ class DriverCore:
         rates = self._window.rates(self._clock(), self.bus.counters, self.cycles, self.missed_cycles)
         port_error = f"{self.bus_error} (waiting for the port, retry every <= {self.config.reconnect_interval_s:g} s)" \
             if self.bus_error else ""
-        level, message = bus_status(self.config, rates, port_error, faulted, len(telemetry))
+        rejected, self._rejected_reported = self.commands_rejected - self._rejected_reported, self.commands_rejected
+        level, message = bus_status(self.config, rates, port_error, faulted, len(telemetry), rejected)
         counters = self.bus.counters
         values = {
             "port": self.bus.port,
@@ -511,7 +554,10 @@ class DriverCore:
             "missed_cycles": str(self.missed_cycles),
             "commands_accepted": str(self.commands_accepted),
             "commands_rejected": str(self.commands_rejected),
+            **{diagnostic_key(RejectReason(reason)): str(count) for reason, count in sorted(self.rejections.items())},
             "last_rejection": self.last_rejection,
+            "commands_coalesced": str(self.commands_coalesced),
+            "goals_limited": str(self.goals_limited),
             "faulted_joints": ",".join(faulted),
             "probed_joints": ",".join(t.joint for t in telemetry if t.probe_interval_s),
         }

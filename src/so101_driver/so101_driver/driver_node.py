@@ -23,6 +23,7 @@ from std_srvs.srv import Trigger
 
 from so101_common import topics
 from so101_common.joints import JOINT_NAMES
+from so101_common.rejections import LogThrottle
 from so101_driver.bus import FeetechBus
 from so101_driver.driver_core import DriverConfig, DriverCore, JointSample
 from so101_driver.errors import CommandRejected, DriverError
@@ -151,6 +152,8 @@ class DriverNode(ArmNode):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__("so101_driver", write_goals=True, **kwargs)
+        assert isinstance(self.params, FollowerParameters)
+        self._rejection_log = LogThrottle(self.params.log_throttle)
         self.create_subscription(JointState, topics.JOINT_COMMAND, self._on_command, 10)
         self.create_service(Trigger, "~/enable_torque", lambda req, res: self._torque(True, res))
         self.create_service(Trigger, "~/disable_torque", lambda req, res: self._torque(False, res))
@@ -159,7 +162,8 @@ class DriverNode(ArmNode):
         p = self.params
         assert isinstance(p, FollowerParameters)
         self._torque_on_start = p.torque_on_start
-        return DriverConfig(write_goals=write_goals, configure_servos=p.configure_servos, write_on_command=p.write_on_command)
+        return DriverConfig(write_goals=write_goals, configure_servos=p.configure_servos, write_on_command=p.write_on_command,
+                            max_relative_target=p.max_relative_target)
 
     def start_core(self) -> None:
         self.core.start(torque_on=self._torque_on_start)
@@ -171,8 +175,11 @@ class DriverNode(ArmNode):
     def _on_command(self, msg: JointState) -> None:
         try:
             result = self.core.command(list(msg.name), list(msg.position))
-        except CommandRejected as err:
-            self.get_logger().warning(f"joint_command rejected: {err}")
+        except CommandRejected as err:  # counted per reason on /diagnostics; the log is throttled
+            held = self._rejection_log.admit()
+            if held is not None:
+                self.get_logger().warning(f"joint_command rejected ({err.reason.value}): {err}"
+                                          f"{LogThrottle.suffix(held)}")
             return
         if result.clamped:
             self.get_logger().warning(f"joint_command clamped to the calibrated range: {list(result.clamped)}",

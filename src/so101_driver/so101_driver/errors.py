@@ -6,6 +6,7 @@ servo and how many tries were made, so a log line alone tells which cable to che
 
 from __future__ import annotations
 
+from so101_common.rejections import RejectReason, bounded
 from so101_feetech.control_table import ErrorBit, decode_error_bits
 
 __all__ = [
@@ -66,4 +67,9 @@ class ServoError(BusError):
 
 
 class CommandRejected(DriverError):
-    """A joint command was refused (NaN, unknown joint, mismatched arrays...); the reason is the message."""
+    """A joint command was refused (NaN, unknown joint, mismatched arrays...): ``reason`` says which rule
+    (counted on ``/diagnostics``), the message says how, bounded in length (a 100 kB joint name is not echoed)."""
+
+    def __init__(self, reason: RejectReason, detail: str) -> None:
+        super().__init__(bounded(detail))
+        self.reason = reason

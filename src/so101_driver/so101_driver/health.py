@@ -78,9 +78,12 @@ _MIN_RATE_WINDOW_S = 0.5
 
 
 def bus_status(config: DriverConfig, rates: FaultRates, port_error: str, faulted: Sequence[str],
-               n_servos: int) -> tuple[Level, str]:
-    """Level and message of the bus entry; the worst finding wins, all findings are in the message."""
+               n_servos: int, rejected: int = 0) -> tuple[Level, str]:
+    """Level and message of the bus entry; the worst finding wins, all findings are in the message.
+    ``rejected``: commands rejected since the previous report (a WARN: someone sends bad commands)."""
     findings: list[tuple[Level, str]] = []
+    if rejected:
+        findings.append((Level.WARN, f"{rejected} command(s) rejected (see rejected_<reason>, last_rejection)"))
     if port_error:
         findings.append((Level.ERROR, f"port failing: {port_error}"))
     elif n_servos and len(faulted) == n_servos:

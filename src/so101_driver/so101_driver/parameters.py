@@ -17,7 +17,7 @@ from so101_driver.driver_core import DriverConfig
 
 __all__ = ["ArmParameters", "FollowerParameters", "LEADER_DEFAULTS", "HEALTH_PARAMETERS", "HealthThresholds"]
 
-_HEALTH = DriverConfig()  # the core's defaults for the /diagnostics thresholds
+_HEALTH = DriverConfig()  # the core's defaults (the /diagnostics thresholds, max_relative_target)
 
 
 class HealthThresholds(TypedDict):
@@ -87,8 +87,14 @@ class FollowerParameters(ArmParameters):
                                        "gripper limits), as LeRobot does on every connect: only settings that differ "
                                        "are written (the accelerations are lost at every power-up)")
     torque_on_start: bool = parameter(True, "enable torque at start, holding the arm where it is")
-    write_on_command: bool = parameter(True, "write a command's goals to the servos as it arrives (one SYNC_WRITE); "
-                                       "false: goals wait for the next cycle (0 to 1/rate_hz later)")
+    write_on_command: bool = parameter(True, "write a command's goals to the servos as it arrives (one SYNC_WRITE, at "
+                                       "most one per cycle: faster commands are coalesced, the latest wins); false: "
+                                       "goals wait for the next cycle (0 to 1/rate_hz later)")
+    max_relative_target: float = parameter(_HEALTH.max_relative_target, "rad: the most a goal written to a servo may "
+                                           "lie from its present position, every write (LeRobot's max_relative_target): "
+                                           "no command, filtered or not, can jump the arm", low=0.01, high=6.3)
+    log_throttle: float = parameter(1.0, "s between two log lines about rejected joint_command messages",
+                                    low=0.0, high=3600.0)
 
 
 LEADER_DEFAULTS: Mapping[str, object] = {"port": "/dev/ttyACM1", "robot_id": "so101_leader"}

@@ -84,7 +84,8 @@ def test_partial_command_moves_only_named_joints(core, bus, cals):
 def test_command_is_clamped_to_calibrated_range(core, bus, cals):
     result = core.command(["shoulder_pan", "wrist_flex"], [10.0, -10.0])
     assert set(result.clamped) == {"shoulder_pan", "wrist_flex"}
-    core.cycle()
+    for _ in range(10):  # max_relative_target per cycle: the arm gets there in a few cycles
+        core.cycle()
     assert bus.positions[1] == cals["shoulder_pan"].range_max
     assert bus.positions[4] == cals["wrist_flex"].range_min
 
@@ -124,13 +125,17 @@ def test_unplugged_servo_faults_holds_and_recovers(core, bus, cals):
     assert diags["so101_driver: elbow_flex"].level == Level.ERROR
     assert diags["so101_driver: bus"].level == Level.WARN
     assert "elbow_flex" in diags["so101_driver: bus"].message
-    # other joints still take commands; the faulted one keeps its (held) goal in every write
+    # other joints still take commands; the faulted one keeps its goal but gets no write while its present
+    # position is unknown (it may have moved: a goal written blind could jump it)
+    held = core.goals()["elbow_flex"]
     core.command(["shoulder_pan"], [0.1])
     core.cycle()
-    assert bus.writes[-1][3] == bus.writes[-3][3]
+    assert 3 not in bus.writes[-1] and 1 in bus.writes[-1]
     bus.unplugged.clear()
     result = core.cycle()
     assert result.sample.valid.all() and not result.telemetry[k].faulted
+    core.cycle()  # answering again: its held goal is written, bounded from where it now is
+    assert raw_to_rad("elbow_flex", bus.writes[-1][3], cals["elbow_flex"]) == pytest.approx(held)
     assert result.telemetry[k].total_failures == 2
     recovered = {d.name: d for d in core.diagnostics()}
     assert recovered["so101_driver: elbow_flex"].level == Level.OK
@@ -180,8 +185,10 @@ def test_a_port_that_fails_at_a_commands_write_is_reported_and_reopened(bus, cal
     assert core.diagnostics()[0].level == Level.ERROR
     bus.port_broken = False
     tick_clock.t += 1.0
-    assert core.cycle().bus_ok
-    written = bus.writes[-1][cals["elbow_flex"].id]  # the reopened port's first cycle writes the goal
+    writes = len(bus.writes)
+    assert core.cycle().bus_ok and len(bus.writes) == writes  # the reopened port's first cycle reads the arm...
+    core.cycle()
+    written = bus.writes[-1][cals["elbow_flex"].id]  # ...and the next one writes the goal, bounded from there
     assert raw_to_rad("elbow_flex", written, cals["elbow_flex"]) == pytest.approx(0.3, abs=2e-3)
 
 
@@ -231,3 +238,78 @@ def test_cycle_rate_is_reported(core):
         core.cycle()
     assert core.cycle_rate_hz() > 0
     assert np.isfinite(float(core.diagnostics()[0].values["cycle_capacity_hz"]))
+
+
+# --- bounds and floods (issue 19) -------------------------------------------------------------------
+
+def _steps(cals, name: str, rad: float) -> float:
+    return rad / abs(raw_to_rad(name, 1, cals[name]) - raw_to_rad(name, 0, cals[name]))
+
+
+@pytest.mark.parametrize("write_on_command", [True, False])
+def test_no_goal_write_lies_further_than_max_relative_target_from_the_present_position(bus, cals, tick_clock,
+                                                                                      write_on_command):
+    """A node that bypasses the safety filter cannot jump the arm: every write, the command's own and the
+    cycle's, is cut to max_relative_target from where the servo is (the fake servo then goes there)."""
+    config = DriverConfig(max_relative_target=0.2, write_on_command=write_on_command)
+    core = DriverCore(bus, cals, clock=tick_clock, config=config)
+    core.start()
+    core.cycle()
+    servo = cals["elbow_flex"].id
+    bound = _steps(cals, "elbow_flex", 0.2)
+    present = bus.positions[servo]
+    writes = len(bus.writes)
+    core.command(["elbow_flex"], [1.2])  # ~1.2 rad from where the arm is
+    for _ in range(12):
+        core.cycle()
+    moves = [w[servo] for w in bus.writes[writes:]]
+    assert moves and all(abs(b - a) <= bound + 1 for a, b in zip([present, *moves], moves, strict=False))
+    assert raw_to_rad("elbow_flex", bus.positions[servo], cals["elbow_flex"]) == pytest.approx(1.2, abs=2e-3)
+    assert int(core.diagnostics()[0].values["goals_limited"]) >= 5
+
+
+def test_torque_on_after_the_arm_fell_holds_it_where_it_lies(core, bus, cals):
+    core.command(["shoulder_lift"], [0.0])
+    core.cycle()
+    core.set_torque(False)
+    servo = cals["shoulder_lift"].id
+    bus.positions[servo] += 1000  # torque off: the arm falls ~1.5 rad
+    core.command(["shoulder_lift"], [0.0])  # a stale command still arrives
+    core.set_torque(True)
+    assert bus.writes[-1][servo] == bus.positions[servo]  # goals = present before torque comes on
+    core.command(["shoulder_lift"], [0.0])  # the stale target again: no jump, a bounded step
+    core.cycle()
+    bound = _steps(cals, "shoulder_lift", core.config.max_relative_target)
+    assert abs(bus.writes[-1][servo] - bus.writes[-3][servo]) <= bound + 1
+
+
+def test_a_command_flood_costs_at_most_one_extra_write_per_cycle_and_the_latest_wins(core, bus, cals):
+    core.cycle()
+    writes = len(bus.writes)
+    for _ in range(5):
+        for k in range(200):  # 200 commands between two cycles (a 20 kHz publisher at 100 Hz)
+            core.command(["wrist_flex"], [0.001 * k])
+        core.cycle()
+    assert len(bus.writes) - writes <= 2 * 5  # the cycles' writes and one extra each
+    assert raw_to_rad("wrist_flex", bus.writes[-1][cals["wrist_flex"].id], cals["wrist_flex"]) == \
+        pytest.approx(0.199, abs=2e-3)
+    assert core.commands_accepted == 1000 and core.commands_coalesced >= 1000 - 10
+    assert core.diagnostics()[0].values["commands_coalesced"] == str(core.commands_coalesced)
+
+
+def test_rejections_are_counted_per_reason_and_their_text_is_bounded(core):
+    core.diagnostics()
+    for names, positions in [(["elbow_flex"], [math.nan])] * 3 + [(["x" * 100_000], [0.0]), (["elbow_flex"], [])]:
+        with pytest.raises(CommandRejected):
+            core.command(names, positions)
+    bus_entry = core.diagnostics()[0]
+    assert bus_entry.values["rejected_non_finite"] == "3"
+    assert bus_entry.values["rejected_unknown_joint"] == "1"
+    assert bus_entry.values["rejected_length_mismatch"] == "1"
+    assert bus_entry.level == Level.WARN and "5 command(s) rejected" in bus_entry.message
+    assert len(core.last_rejection) < 400  # the 100 kB name is not echoed
+    with pytest.raises(CommandRejected) as err:
+        core.command(["x" * 100_000], [0.0])
+    assert len(str(err.value)) < 400 and err.value.reason.value == "unknown_joint"
+    core.diagnostics()
+    assert core.diagnostics()[0].level == Level.OK  # nothing rejected since the previous report

@@ -10,6 +10,7 @@ runs the ``ideal`` gap profile; commands are checked to within its gravity sag (
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -227,18 +228,45 @@ def test_servo_error_bits_are_decoded_in_diagnostics(running):
         arm.fault(op="clear")
 
 
-def test_malformed_commands_are_rejected_with_a_reason_and_counted(running):
+def _rejected(client: Client, reason: str) -> int:
+    bus = client.diag(": bus")
+    assert bus is not None
+    return int(bus[2].get(f"rejected_{reason}", "0"))
+
+
+def test_malformed_commands_are_rejected_counted_per_reason_and_logged_short_and_throttled(running):
     _, client, node = running
-    before = int(client.diag(": bus")[2]["commands_rejected"])
+    reasons = ("length_mismatch", "non_finite", "unknown_joint")
+    before = {reason: _rejected(client, reason) for reason in reasons}
+    lines_before = node.output().count("joint_command rejected")
+    start = time.monotonic()
     client.command(["elbow_flex", "wrist_flex"], [0.1])
-    client.command(["elbow_flex"], [float("nan")])
-    client.command(["elbow"], [0.1])
-    assert wait_for(lambda: node.output().count("joint_command rejected") >= 3, timeout=10), node.output()
+    client.command(["x" * 100_000], [0.1])  # a 100 kB joint name
+    assert wait_for(lambda: _rejected(client, "length_mismatch") == before["length_mismatch"] + 1
+                    and _rejected(client, "unknown_joint") == before["unknown_joint"] + 1, timeout=10), node.output()
+    for _ in range(500):  # a flood of NaN commands
+        client.command(["elbow_flex"], [float("nan")])
+    assert wait_for(lambda: _rejected(client, "non_finite") > before["non_finite"], timeout=10)
+    assert wait_for(lambda: client.diag(": bus")[0] == 1 and "rejected" in client.diag(": bus")[1], timeout=10)
+    elapsed = time.monotonic() - start
     out = node.output()
-    assert "2 names but 1 positions" in out and "non-finite" in out and "unknown joints" in out
-    assert wait_for(lambda: int(client.diag(": bus")[2]["commands_rejected"]) == before + 3, timeout=5)
+    lines = [line for line in out.splitlines() if "joint_command rejected" in line]
+    assert 1 <= len(lines) - lines_before <= 2 + elapsed / 1.0  # log_throttle: one line a second at most
+    assert max(len(line) for line in lines) < 1000 and "x" * 1000 not in out  # the name is not echoed whole
+    assert len(client.diag(": bus")[2]["last_rejection"]) < 1000
     client.command(["elbow_flex"], [-0.4])  # the node keeps working
     assert wait_for(lambda: abs(client.position("elbow_flex") + 0.4) < TOL, timeout=10)
+
+
+def test_a_flood_of_commands_is_coalesced_and_the_latest_wins(running):
+    _, client, node = running
+    coalesced = int(client.diag(": bus")[2]["commands_coalesced"])
+    for k in range(2000):  # far faster than the 100 Hz cycle
+        client.command(["elbow_flex"], [0.2 + 1e-4 * (k % 2)])
+    client.command(["elbow_flex"], [0.5])
+    assert wait_for(lambda: abs(client.position("elbow_flex") - 0.5) < TOL, timeout=10), node.output()
+    assert wait_for(lambda: int(client.diag(": bus")[2]["commands_coalesced"]) > coalesced, timeout=5)
+    assert _states_after(client, 20), node.output()  # the cycle kept running through it
 
 
 def test_torque_off_stops_commands_and_torque_on_holds_without_a_jump(running):

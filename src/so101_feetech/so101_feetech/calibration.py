@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
+from so101_common.atomic_output import write_text_atomically
 from so101_common.joints import JOINT_NAMES, LEROBOT_STEPS_PER_TURN, JointSpecError, joint
 
 __all__ = [
@@ -140,11 +141,9 @@ def calibration_to_json(cals: Mapping[str, MotorCalibration]) -> str:
 
 
 def save_calibration(path: str | os.PathLike[str], cals: Mapping[str, MotorCalibration]) -> Path:
-    """Write ``cals`` in LeRobot's format, creating parent folders; returns the path."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(calibration_to_json(cals))
-    return path
+    """Write ``cals`` in LeRobot's format, creating parent folders; returns the path. The file is complete or
+    absent (an interrupted write leaves the previous calibration, not half of a new one)."""
+    return write_text_atomically(path, calibration_to_json(cals))
 
 
 def calibration_root() -> Path:

@@ -12,7 +12,9 @@ dry friction flips with it), and returns ``command + Δ`` with Δ
 shaped in three stages: clipped to the per-joint bounds, low-passed (first order, time constant
 ``delta_smoothing_s``) and slew-limited (at most ``delta_slew_limit`` rad change per step). The last two keep a model that feeds back on its own previous commands from
 turning the compensator into a high-gain loop around the arm: a constant command on a settled arm
-gives a constant output. Without a model, while disabled, or until the window holds
+gives a constant output. The bounds and the slew limit never exceed the deployment's caps
+(``max_delta``, ``max_delta_rate``): a model asking for more is refused (:mod:`so101_gaponet.bounds`),
+one without a slew limit gets the rate cap. Without a model, while disabled, or until the window holds
 ``history`` rows (warm-up) the command passes through unchanged (Δ = 0) — but the history keeps
 filling, so enabling mid-run is safe at once.
 """
@@ -23,10 +25,17 @@ import logging
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
+from so101_gaponet.bounds import (
+    COMPENSATOR_MAX_DELTA,
+    COMPENSATOR_MAX_DELTA_RATE,
+    RELATIVE_TOLERANCE,
+    check_model_within_caps,
+    per_joint,
+)
 from so101_gaponet.runtime import GapModel
 
 __all__ = ["CompensatorConfig", "CompensatorError", "Compensator", "StepResult"]
@@ -54,15 +63,28 @@ class CompensatorConfig:
     # keeps one correction per direction (see Compensator._integrate). None: the model's; 0: one correction.
     direction_play: float | None = None
     latency_window: int = 1000  # steps kept for the latency percentiles
+    # The deployment's caps (one value or one per joint): |Δ| (rad) and its rate of change (rad/s). A model's
+    # metadata and the overrides above may narrow them, never widen them (so101_gaponet.bounds).
+    max_delta: float | tuple[float, ...] = COMPENSATOR_MAX_DELTA
+    max_delta_rate: float | tuple[float, ...] = COMPENSATOR_MAX_DELTA_RATE
 
     def __post_init__(self) -> None:
         if not self.joints:
             raise CompensatorError("joints must not be empty")
+        try:
+            object.__setattr__(self, "max_delta", per_joint(self.max_delta, self.joints, "max_delta"))
+            object.__setattr__(self, "max_delta_rate", per_joint(self.max_delta_rate, self.joints, "max_delta_rate"))
+        except ValueError as err:
+            raise CompensatorError(str(err)) from None
         if self.delta_bounds is not None:
             if len(self.delta_bounds) != len(self.joints):
                 raise CompensatorError(f"delta_bounds has {len(self.delta_bounds)} values for {len(self.joints)} joints")
             if not all(math.isfinite(b) and b >= 0 for b in self.delta_bounds):
                 raise CompensatorError(f"delta_bounds must be finite and ≥ 0, got {self.delta_bounds}")
+            for joint, bound, cap in zip(self.joints, self.delta_bounds, self.caps[0], strict=True):
+                if bound > cap * (1 + RELATIVE_TOLERANCE):
+                    raise CompensatorError(f"delta_bounds: {joint} {bound:g} rad is above the deployment's cap "
+                                           f"max_delta {cap:g} rad")
         if self.delta_slew_limit is not None:
             if len(self.delta_slew_limit) != len(self.joints):
                 raise CompensatorError(f"delta_slew_limit has {len(self.delta_slew_limit)} values for {len(self.joints)} joints")
@@ -79,6 +101,11 @@ class CompensatorConfig:
             raise CompensatorError(f"delta_smoothing_s must be finite and ≥ 0 (s), got {self.delta_smoothing_s}")
         if self.latency_window < 1:
             raise CompensatorError("latency_window must be ≥ 1")
+
+    @property
+    def caps(self) -> tuple[tuple[float, ...], tuple[float, ...]]:
+        """``(max_delta, max_delta_rate)`` per joint (rad, rad/s)."""
+        return cast("tuple[float, ...]", self.max_delta), cast("tuple[float, ...]", self.max_delta_rate)
 
 
 @dataclass
@@ -99,6 +126,7 @@ class _Stats:
     faults: int = 0
     clipped_steps: int = 0
     slew_limited_steps: int = 0
+    out_of_bounds_steps: int = 0  # steps where the model asked for a Δ beyond the bounds in force (then clipped)
     last_fault: str = ""
     latencies: list[float] = field(default_factory=list)
 
@@ -111,16 +139,29 @@ class Compensator:
         self.model = model
         self.enabled = config.enabled
         joints = len(config.joints)
+        max_delta, max_delta_rate = config.caps
         if model is not None:
             model.metadata.check_against(config.joints, role="compensator")
+            check_model_within_caps(model.metadata, model.path, max_delta, max_delta_rate)
         self._history_len = model.metadata.history if model is not None else 1
         self.future_steps = model.metadata.future_steps if model is not None else 1
         bounds = config.delta_bounds if config.delta_bounds is not None else (
             model.metadata.delta_bounds if model is not None else (0.0,) * joints)
         self.delta_bounds = np.asarray(bounds, dtype=np.float64)
         meta = model.metadata if model is not None else None
+        # Δ's slew limit (rad/step): the override, else the model's, else the deployment's rate cap at the
+        # model's rate; none without a model (Δ is 0 then).
         slew = config.delta_slew_limit if config.delta_slew_limit is not None else (
             meta.delta_slew_limit if meta is not None else None)
+        if meta is not None:
+            step_caps = [cap / meta.rate_hz for cap in max_delta_rate]
+            if slew is None:
+                slew = tuple(step_caps)
+            for joint, value, cap in zip(config.joints, config.delta_slew_limit or (), step_caps, strict=False):
+                if value > cap * (1 + RELATIVE_TOLERANCE):
+                    raise CompensatorError(f"delta_slew_limit: {joint} {value:g} rad/step ({value * meta.rate_hz:g} "
+                                           f"rad/s at {meta.rate_hz:g} Hz) is above the deployment's cap "
+                                           f"max_delta_rate {cap * meta.rate_hz:g} rad/s")
         self.delta_slew_limit = None if slew is None else np.asarray(slew, dtype=np.float64)
         self.delta_smoothing_s = float(config.delta_smoothing_s if config.delta_smoothing_s is not None else (
             meta.delta_smoothing_s if meta is not None else 0.0))
@@ -293,9 +334,10 @@ class Compensator:
         play, side, slow, integrals = self._play, self._side, self._slow, self._integrals
         fresh, position, velocity = self._fresh.tolist(), self._position.tolist(), self._velocity.tolist()
         shaped = self._delta.tolist()
-        clipped = slew_limited = False
+        clipped = slew_limited = out_of_bounds = False
         keep, slew = self._keep, self._slew
         for j, (wanted, target, bound, gain) in enumerate(zip(raw.tolist(), command.tolist(), self._bounds, self._gains, strict=True)):
+            out_of_bounds |= abs(wanted) > bound
             if play_width > 0:
                 if play[j] is None:
                     play[j] = target
@@ -331,6 +373,7 @@ class Compensator:
         self._delta[:] = shaped
         self._stats.clipped_steps += clipped
         self._stats.slew_limited_steps += slew_limited
+        self._stats.out_of_bounds_steps += out_of_bounds
 
     def _push_row(self) -> None:
         joints, size = len(self.config.joints), self._history_len
@@ -381,12 +424,15 @@ class Compensator:
             "steps": self._stats.steps,
             "compensated_steps": self._stats.compensated_steps,
             "clipped_steps": self._stats.clipped_steps,
+            "model_out_of_bounds_steps": self._stats.out_of_bounds_steps,
             "faults": self._stats.faults,
             "last_fault": self._stats.last_fault,
             "latency_p50_us": round(p50 * 1e6, 1) if math.isfinite(p50) else "n/a",
             "latency_p99_us": round(p99 * 1e6, 1) if math.isfinite(p99) else "n/a",
             "slew_limited_steps": self._stats.slew_limited_steps,
             "delta_bounds": [round(float(b), 4) for b in self.delta_bounds],
+            "max_delta": list(self.config.caps[0]),
+            "max_delta_rate": list(self.config.caps[1]),
             "delta_slew_limit": "none" if self.delta_slew_limit is None else [round(float(b), 5) for b in self.delta_slew_limit],
             "delta_smoothing_s": self.delta_smoothing_s,
             "future_steps": self.future_steps,

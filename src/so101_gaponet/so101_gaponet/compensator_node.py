@@ -55,7 +55,8 @@ class CompensatorNode(Node):
             joints=joints, enabled=p.enabled, delta_bounds=tuple(p.delta_bounds) or None,
             delta_slew_limit=tuple(p.delta_slew_limit) or None,
             delta_smoothing_s=p.delta_smoothing_s if p.delta_smoothing_s >= 0 else None,
-            feedback_gain=tuple(p.feedback_gain) or None), model)
+            feedback_gain=tuple(p.feedback_gain) or None, max_delta=tuple(p.max_delta),
+            max_delta_rate=tuple(p.max_delta_rate)), model)
         self.joints = joints
         self.command_timeout = p.command_timeout
         self.period = 1.0 / model.metadata.rate_hz if model is not None else 0.0
@@ -74,6 +75,8 @@ class CompensatorNode(Node):
         self.create_timer(p.diagnostics_period, self._publish_diagnostics)
         rate = f" at {model.metadata.rate_hz:g} Hz, {model.metadata.future_steps} command rows" if model else ""
         self.get_logger().info(f"compensator: {self.core.status()['mode']}{rate}" + (f", model {p.model_path}" if model else ""))
+        if model is not None and model.probe is not None and not model.probe.within_bounds:
+            self.get_logger().warning(f"{p.model_path}: {model.probe.describe()}; clipped to them")
 
     def _now(self) -> float:
         return self.get_clock().now().nanoseconds * 1e-9
@@ -153,8 +156,11 @@ class CompensatorNode(Node):
     def _publish_diagnostics(self) -> None:
         info = self.core.status()
         status = DiagnosticStatus(name=f"{self.get_name()}: GapONet compensator", hardware_id="so101")
-        status.level = DiagnosticStatus.WARN if info["faults"] else DiagnosticStatus.OK
-        status.message = info["mode"] + ("" if info["warm"] or self.core.model is None else " (warming up)")
+        probe = self.core.model.probe if self.core.model is not None else None
+        beyond = probe is not None and not probe.within_bounds
+        status.level = DiagnosticStatus.WARN if info["faults"] or beyond else DiagnosticStatus.OK
+        status.message = info["mode"] + ("" if info["warm"] or self.core.model is None else " (warming up)") + (
+            "; the model's Δ leaves its bounds (clipped): see load_probe" if beyond else "")
         info["action_chunk"] = "none" if self._chunk is None else f"{len(self._chunk.time)} points"
         status.values = [KeyValue(key=str(k), value=str(v)) for k, v in info.items()]
         array = DiagnosticArray(status=[status])

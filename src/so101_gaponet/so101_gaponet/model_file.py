@@ -5,8 +5,12 @@
 
 The format is recognised from the content (a TorchScript archive is a zip), not the suffix.
 :func:`load_model` refuses anything that does not fit: missing file, not a model, missing or
-invalid metadata, another schema version, joints, rate or role other than its user's, or a graph whose
-input/output shapes disagree with the metadata.
+invalid metadata, another schema version, joints, rate or role other than its user's, a graph whose
+input/output shapes disagree with the metadata, or one that gives NaN/inf on inputs inside its normalisation
+range. The load probe runs the model on an arm at rest at poses across that range (:data:`PROBE_RANGE_STD`)
+and keeps what it saw in
+``GapModel.probe`` (a Δ beyond the metadata's bounds is reported there and logged, not refused: the
+users clip it). Bounds against the deployment's caps: :mod:`so101_gaponet.bounds`.
 """
 
 from __future__ import annotations
@@ -21,8 +25,9 @@ from typing import Any
 
 import numpy as np
 
+from so101_common.atomic_output import atomic_file, write_bytes_atomically
 from so101_gaponet.metadata import METADATA_KEY, TORCHSCRIPT_EXTRA_FILE, GapModelMetadata, ModelFileError
-from so101_gaponet.runtime import GapModel, OnnxGapModel, TorchScriptGapModel
+from so101_gaponet.runtime import GapModel, OnnxGapModel, ProbeReport, TorchScriptGapModel
 
 __all__ = ["ModelFileError", "load_model", "read_metadata", "save_onnx", "save_torchscript"]
 
@@ -116,9 +121,11 @@ def load_model(path: str | Path, joints: Sequence[str] | None = None, rate_hz: f
             raise ModelFileError(f"{path}: onnxruntime cannot load the graph: {err}") from err
         _check_onnx_shapes(path, session, meta)
         model = OnnxGapModel(path, meta, session)
-    _probe(path, model)
+    model.probe = _probe(path, model)
     _log.info("loaded %s model %s (%s %s, history %d, %d command rows at %g Hz)", model.format_name, path, meta.role,
               meta.model_kind, meta.history, meta.future_steps, meta.rate_hz)
+    if not model.probe.within_bounds:
+        _log.warning("%s: %s; it is clipped to them", path, model.probe.describe())
     return model
 
 
@@ -129,8 +136,31 @@ def _checked(path: Path, meta: GapModelMetadata, joints: Sequence[str] | None, r
         raise ModelFileError(f"{path}: {err}") from err
 
 
-def _probe(path: Path, model: GapModel) -> None:
-    """Run the model once on zeros: catches graphs whose real shapes differ from the declared ones."""
+PROBE_RANGE_STD = 3.0  # the probe's poses lie within mean ± this many std of the model's position normalisation
+PROBE_RANDOM_POSES = 8  # random poses (fixed seed) besides the constant ones
+
+
+def _probe_poses(meta: GapModelMetadata) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Raw ``(history, commands)`` of an arm at rest at poses across the declared position range (each joint at
+    its mean ± 1 and ± ``PROBE_RANGE_STD`` std, then random poses inside that range), commanded to stay."""
+    joints = meta.num_joints
+    mean = np.asarray(meta.normalisation.history_mean[:joints])  # the position columns come first
+    std = np.asarray(meta.normalisation.history_std[:joints])
+    rng = np.random.default_rng(0)
+    levels: list[np.ndarray] = [np.full(joints, v) for v in (-1.0, 1.0, -PROBE_RANGE_STD, PROBE_RANGE_STD)]
+    levels += [rng.uniform(-PROBE_RANGE_STD, PROBE_RANGE_STD, joints) for _ in range(PROBE_RANDOM_POSES)]
+    inputs = []
+    for level in levels:
+        pose = mean + level * std
+        row = np.concatenate([pose, np.zeros(joints), pose])  # position, velocity, previous command
+        inputs.append((np.tile(row, (meta.history, 1)), np.tile(pose, (meta.future_steps, 1))))
+    return inputs
+
+
+def _probe(path: Path, model: GapModel) -> ProbeReport:
+    """Run the model on its normalisation means (zeros), then on an arm at rest across its declared position
+    range: a graph whose real shapes differ from the declared ones, or that gives NaN/inf there, is refused;
+    one whose Δ leaves its bounds is reported."""
     meta = model.metadata
     try:
         out = model.run_normalised(np.zeros((1, meta.history, meta.history_columns), np.float32),
@@ -139,7 +169,20 @@ def _probe(path: Path, model: GapModel) -> None:
         raise ModelFileError(f"{path}: the model fails on inputs of the declared shapes: {err}") from err
     if tuple(np.shape(out)) != (1, meta.num_joints):
         raise ModelFileError(f"{path}: output shape {tuple(np.shape(out))} disagrees with the metadata's (1, {meta.num_joints})")
+    norm = meta.normalisation
+    deltas = [np.asarray(out[0], dtype=np.float64) * np.asarray(norm.delta_std) + np.asarray(norm.delta_mean)]
+    for history, commands in _probe_poses(meta):
+        model.reset_state()  # every probe starts a stream
+        deltas.append(model.delta(history, commands))
     model.reset_state()  # the probe is not part of any stream
+    bounds = np.asarray(meta.delta_bounds, dtype=np.float64)
+    ratios = np.abs(np.array(deltas)) / bounds
+    if not np.isfinite(ratios).all():
+        raise ModelFileError(f"{path}: the model returns non-finite Δ on an arm at rest inside its normalisation "
+                             f"range (position mean ± {PROBE_RANGE_STD:g} std)")
+    worst = np.unravel_index(int(ratios.argmax()), ratios.shape)[1]
+    return ProbeReport(len(deltas), PROBE_RANGE_STD, int((ratios > 1.0).any(axis=1).sum()), float(ratios.max()),
+                       meta.joints[worst])
 
 
 def save_onnx(module: Any, meta: GapModelMetadata, path: str | Path) -> Path:
@@ -174,7 +217,7 @@ def save_onnx(module: Any, meta: GapModelMetadata, path: str | Path) -> Path:
     entry.key, entry.value = METADATA_KEY, meta.to_json()
     proto.producer_name = "so101_gaponet"
     onnx.checker.check_model(proto)
-    path.write_bytes(proto.SerializeToString())
+    write_bytes_atomically(path, proto.SerializeToString())  # complete or absent
     return path
 
 
@@ -187,5 +230,6 @@ def save_torchscript(module: Any, meta: GapModelMetadata, path: str | Path) -> P
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)  # torch.jit deprecation notices
         scripted = torch.jit.script(module.eval())
-        torch.jit.save(scripted, str(path), _extra_files={TORCHSCRIPT_EXTRA_FILE: meta.to_json()})
+        with atomic_file(path) as tmp:  # complete or absent
+            torch.jit.save(scripted, str(tmp), _extra_files={TORCHSCRIPT_EXTRA_FILE: meta.to_json()})
     return path

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from so101_common import topics
 from so101_common.joints import JOINT_NAMES
 from so101_common.parameters import parameter
+from so101_gaponet.bounds import COMPENSATOR_MAX_DELTA, COMPENSATOR_MAX_DELTA_RATE
 
 __all__ = ["CompensatorParameters", "CHUNK_TOPIC"]
 
@@ -21,9 +22,17 @@ class CompensatorParameters:
                                     "only at its own rate: another value stops the node at start-up",
                                low=0.0, high=1000.0)
     joints: list[str] = parameter(list(JOINT_NAMES), "joint order; must equal the model's joints")
-    delta_bounds: list[float] = parameter([], "|Δ| limit per joint (rad); empty = the model's", kind=float)
-    delta_slew_limit: list[float] = parameter([], "largest change of Δ per step per joint (rad/step); empty = the model's",
-                                              kind=float)
+    max_delta: list[float] = parameter([COMPENSATOR_MAX_DELTA] * len(JOINT_NAMES),
+                                       "the deployment's hard cap on |Δ| per joint (rad): a model whose delta_bounds "
+                                       "ask for more is refused at start-up, delta_bounds may only narrow it")
+    max_delta_rate: list[float] = parameter([COMPENSATOR_MAX_DELTA_RATE] * len(JOINT_NAMES),
+                                            "the deployment's hard cap on how fast Δ may change per joint (rad/s): a "
+                                            "model whose delta_slew_limit asks for more is refused at start-up; a "
+                                            "model without one is slew-limited to this")
+    delta_bounds: list[float] = parameter([], "|Δ| limit per joint (rad), at most max_delta; empty = the model's",
+                                          kind=float)
+    delta_slew_limit: list[float] = parameter([], "largest change of Δ per step per joint (rad/step), at most "
+                                                  "max_delta_rate / the model's rate; empty = the model's", kind=float)
     delta_smoothing_s: float = parameter(-1.0, "time constant of the first-order low-pass on Δ (s, 0 = off); "
                                                "negative = the model's", low=-1.0, high=10.0)
     feedback_gain: list[float] = parameter([], "integral feedback per joint (share of the tracking error added "

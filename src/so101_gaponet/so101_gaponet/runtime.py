@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,9 +19,30 @@ import numpy as np
 
 from so101_gaponet.metadata import GapModelMetadata
 
-__all__ = ["GapModel", "OnnxGapModel", "TorchScriptGapModel"]
+__all__ = ["GapModel", "OnnxGapModel", "TorchScriptGapModel", "ProbeReport"]
 
 _log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ProbeReport:
+    """What the load probe saw: the model run on an arm at rest at poses across its declared normalisation range."""
+
+    inputs: int  # probe inputs run
+    range_std: float  # the poses lie within the position normalisation's mean ± range_std · std
+    out_of_bounds: int  # inputs on which some joint's Δ left the metadata's bounds
+    largest_ratio: float  # the largest |Δ| / bound seen (any joint, any input)
+    worst_joint: str  # the joint of largest_ratio
+
+    @property
+    def within_bounds(self) -> bool:
+        return self.out_of_bounds == 0
+
+    def describe(self) -> str:
+        if self.within_bounds:
+            return f"within bounds on {self.inputs} probe inputs (largest |Δ| {self.largest_ratio:.2g} × bound)"
+        return (f"Δ beyond its bounds on {self.out_of_bounds} of {self.inputs} probe inputs (an arm at rest inside its "
+                f"normalisation range, ±{self.range_std:g} std): up to {self.largest_ratio:.3g} × the bound on {self.worst_joint}")
 
 
 class GapModel(ABC):
@@ -43,6 +65,7 @@ class GapModel(ABC):
         self._commands_in = np.zeros((1, metadata.future_steps, metadata.num_joints), dtype=np.float32)
         # Recurrent state (batch of one); zeros = the start of a stream, as the graph expects.
         self._state = np.zeros((1, metadata.state_size), dtype=np.float32)
+        self.probe: ProbeReport | None = None  # set by so101_gaponet.model_file.load_model
 
     @property
     def stateful(self) -> bool:
@@ -92,6 +115,7 @@ class GapModel(ABC):
             "trained_on": ",".join(str(d) for d in meta.provenance.get("datasets", [])),
             "trained_date": str(meta.provenance.get("date", "")),
             "git_rev": str(meta.provenance.get("git_rev", "")),
+            "load_probe": "not run" if self.probe is None else self.probe.describe(),
         }
 
 

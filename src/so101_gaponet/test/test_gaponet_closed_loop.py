@@ -58,7 +58,7 @@ def test_a_compensator_fed_the_measured_state_rings_on_an_arm_with_more_dead_tim
 def test_check_catches_a_high_gain_compensator(feedback_model) -> None:
     # The one-step inverse of a 100 ms lag at 50 Hz is a gain of ~4.5 on the position error.
     model = feedback_model(gain=4.5)
-    model.metadata = model.metadata.model_copy(update={"delta_bounds": (0.35,) * 6, "delta_slew_limit": None,
+    model.metadata = model.metadata.model_copy(update={"delta_bounds": (0.3,) * 6, "delta_slew_limit": None,
                                                        "delta_smoothing_s": 0.0})
     check = closed_loop_check(model, profile="stiff_delayed")
     assert not check.settled and not check.passed

@@ -12,6 +12,7 @@ import torch
 
 from so101_common.joints import JOINT_NAMES
 from so101_gaponet.compensator import Compensator, CompensatorConfig, CompensatorError
+from so101_gaponet.metadata import ModelFileError
 from so101_gaponet.model_file import load_model, save_onnx
 
 SHIPPED_MODEL = Path(__file__).resolve().parents[3] / "models" / "gaponet_so101_default.onnx"  # the workspace's models/: tests run from the source tree
@@ -84,7 +85,7 @@ def test_velocity_estimated_when_missing(tiny) -> None:
     np.testing.assert_allclose(comp.history()[-1, 6:12], 1.0)
 
 
-def test_model_nan_output_gives_zero_delta_and_a_fault(tiny, tmp_path: Path) -> None:
+def test_model_nan_output_is_refused_at_load_and_a_fault_at_run_time(tiny, feedback_model, tmp_path: Path) -> None:
     result = tiny[0]
     broken = copy.deepcopy(result.module)
     with torch.no_grad():
@@ -92,7 +93,10 @@ def test_model_nan_output_gives_zero_delta_and_a_fault(tiny, tmp_path: Path) -> 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         path = save_onnx(broken, result.metadata, tmp_path / "nan.onnx")
-    comp = Compensator(CONFIG, load_model(path))
+    with pytest.raises(ModelFileError, match=r"nan\.onnx: the model returns non-finite Δ on an arm at rest"):
+        load_model(path)
+    # a model that turns NaN only while running (here on every step): Δ = 0 and a fault, never a NaN command
+    comp = Compensator(CONFIG, feedback_model(float("nan")))
     command = np.full(6, 0.3)
     results = _run(comp, 4, command)
     assert results[-1].fault and not results[-1].compensated
@@ -133,7 +137,8 @@ def test_smoothing_is_a_first_order_low_pass_on_delta(feedback_model) -> None:
     model = feedback_model(gain=1.0)
     tau, dt = 0.1, 1.0 / model.metadata.rate_hz
     comp = Compensator(CompensatorConfig(joints=JOINT_NAMES, delta_bounds=(1.0,) * 6, delta_slew_limit=(1.0,) * 6,
-                                         delta_smoothing_s=tau), model)
+                                         delta_smoothing_s=tau, max_delta=1.0, max_delta_rate=model.metadata.rate_hz),
+                       model)
     command = np.full(6, 0.5)
     results = [r for r in _run(comp, 40, command) if r.compensated]  # raw Δ = 0.05 on every step
     n = np.arange(1, len(results) + 1)

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import rclpy
-from diagnostic_msgs.msg import DiagnosticArray
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
 from rclpy.executors import SingleThreadedExecutor
 from sensor_msgs.msg import JointState
 from std_srvs.srv import SetBool
@@ -47,11 +47,12 @@ def test_node_compensates_within_bounds_and_passes_through_when_disabled(peer) -
     commands = node.create_publisher(JointState, "/policy/joint_command", 10)
     states = node.create_publisher(JointState, "/joint_states", 10)
     enable = node.create_client(SetBool, "/gaponet_compensator/enable")
-    # Overrides: tighter bounds, no smoothing and a slew limit above the bounds, so the first compensated
-    # output already sits at the bound (with the model's own smoothing and slew limit it would ramp up).
+    # Overrides: tighter bounds, no smoothing and a slew limit above the bounds (the rate cap's 0.1 rad/step at
+    # 50 Hz), so the first compensated output already sits at the bound (with the model's own smoothing and slew
+    # limit it would ramp up).
     args = ["--ros-args", "-p", f"model_path:={SHIPPED_MODEL}", "-p", "diagnostics_period:=0.2",
             "-p", f"delta_bounds:=[{','.join(f'{b:.6f}' for b in bounds)}]", "-p", "delta_smoothing_s:=0.0",
-            "-p", "delta_slew_limit:=[1.0, 1.0, 1.0, 1.0, 1.0, 1.0]"]
+            "-p", "delta_slew_limit:=[0.1, 0.1, 0.1, 0.1, 0.1, 0.1]"]
 
     def spin_until(predicate, timeout: float = 20.0) -> bool:
         return wait_for(lambda: executor.spin_once(timeout_sec=0.01) or predicate(), timeout=timeout, interval=0.0)
@@ -100,6 +101,62 @@ def test_node_refuses_a_model_that_does_not_fit() -> None:
         assert wait_for(lambda: not proc.alive(), timeout=30)
         assert proc.process.returncode != 0
         assert "node runs at 100.0 Hz" in proc.output()
+
+
+def test_node_refuses_a_model_that_asks_for_more_than_the_deployment_caps(adversarial_onnx) -> None:
+    path = adversarial_onnx(1e30)  # issue 19: metadata delta_bounds 1e30, 0 on the all-zero probe, 1e9 otherwise
+    config = SHIPPED_MODEL.parents[1] / "config" / "compensator.yaml"
+    args = ["--ros-args", "--params-file", str(config), "-p", f"model_path:={path}"]
+    with NodeProcess("so101_gaponet.compensator_node", args) as proc:
+        assert wait_for(lambda: not proc.alive(), timeout=30)
+        assert proc.process.returncode == 1
+    errors = [line for line in proc.output().splitlines() if "error" in line]
+    assert errors == [f"gaponet_compensator: error: {path}: delta_bounds: shoulder_pan asks for |Δ| up to 1e+30 rad, "
+                      "above the deployment's cap max_delta 0.3 rad (a model file may narrow a bound, never widen it)"]
+
+
+def test_a_model_whose_delta_leaves_its_bounds_is_counted_on_diagnostics(adversarial_onnx) -> None:
+    from rclpy.context import Context
+    from rclpy.parameter import Parameter
+
+    from so101_gaponet.compensator_node import CompensatorNode
+
+    path = adversarial_onnx(0.1)  # within the caps, but asks for 1e9 rad everywhere except the all-zero input
+    context = Context()
+    rclpy.init(context=context)
+    try:
+        node = CompensatorNode(context=context, parameter_overrides=[
+            Parameter("model_path", value=str(path)), Parameter("diagnostics_period", value=0.05)])
+        peer = rclpy.create_node("bounds_peer", context=context)
+        executor = SingleThreadedExecutor(context=context)
+        executor.add_node(node)
+        executor.add_node(peer)
+        diagnostics: list[DiagnosticArray] = []
+        outputs: list[JointState] = []
+        peer.create_subscription(DiagnosticArray, "/diagnostics", diagnostics.append, 10)
+        peer.create_subscription(JointState, "gaponet/joint_command", outputs.append, 10)
+        states = peer.create_publisher(JointState, "joint_states", 10)
+        commands = peer.create_publisher(JointState, "policy/joint_command", 10)
+        command = np.full(6, 0.3)
+
+        def counted() -> bool:
+            states.publish(_msg(command * 0.9))
+            commands.publish(_msg(command))
+            executor.spin_once(timeout_sec=0.01)
+            values = [{v.key: v.value for v in s.values} | {"level": s.level} for d in diagnostics for s in d.status]
+            return bool(values) and int(values[-1]["model_out_of_bounds_steps"]) >= 3
+
+        assert wait_for(counted, timeout=20, interval=0.0)
+        last = diagnostics[-1].status[0]
+        values = {v.key: v.value for v in last.values}
+        assert last.level == DiagnosticStatus.WARN and "leaves its bounds" in last.message
+        assert "beyond its bounds on 12 of 13 probe inputs" in values["load_probe"]
+        assert np.abs(np.array(outputs[-1].position) - command).max() <= 0.1 + 1e-9  # clipped to its bounds
+        executor.shutdown()
+        peer.destroy_node()
+        node.destroy_node()
+    finally:
+        rclpy.shutdown(context=context)
 
 
 def test_node_composes_in_process_with_the_shipped_yaml() -> None:

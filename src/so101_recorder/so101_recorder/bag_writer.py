@@ -16,6 +16,13 @@ to the last flush; :func:`so101_recorder.recovery.recover_bag` turns it back int
 
 Bag layout: ``<root>/<name>/{<name>.mcap, metadata.yaml, episode.yaml}`` with
 ``name = <UTC timestamp>_<task>_<NNN>``, NNN counting the task's episodes under ``root``.
+
+Staged bags (``staged=True``: the offline writers, e.g. ``so101 replay``, whose output can be made again).
+The bag is written under a temporary name (:func:`so101_common.atomic_output.temporary_name`) and renamed
+to its name by :meth:`EpisodeWriter.close`; an error, Ctrl-C or a full disk removes it, so no partial bag
+is left at the name. A live recording is not staged: what reached the disk before a crash is the
+recording, kept and recoverable. A bag whose :meth:`EpisodeWriter.open` fails (nothing recorded yet, e.g.
+a full disk) is removed either way.
 """
 
 from __future__ import annotations
@@ -33,6 +40,7 @@ from typing import IO, Any, BinaryIO, Literal, cast
 import yaml
 from mcap.writer import CompressionType, Writer
 
+from so101_common.atomic_output import discard, publish_folder, temporary_name
 from so101_recorder.errors import RecorderError, io_error
 from so101_recorder.metadata import CUSTOM_DATA_KEY, EpisodeMetadata, TopicStats, software_version
 from so101_recorder.msgtypes import TypeLibrary
@@ -116,10 +124,12 @@ class EpisodeWriter:
 
     def __init__(self, path: Path | str, metadata: EpisodeMetadata, *, flush_period_s: float = 0.5,
                  fsync: bool = False, types: TypeLibrary | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, staged: bool = False) -> None:
         if flush_period_s <= 0:
             raise RecorderError(f"flush_period_s must be positive, got {flush_period_s}")
         self.path = Path(path)
+        self.staged = staged  # written under a temporary name, renamed to path on close (module doc)
+        self._folder = temporary_name(self.path) if staged else self.path  # where the files are written
         self.metadata = metadata
         self.flush_period_s = flush_period_s
         self.fsync = fsync
@@ -139,28 +149,40 @@ class EpisodeWriter:
 
     @property
     def mcap_path(self) -> Path:
-        return self.path / f"{self.path.name}.mcap"
+        """The bag file (under the temporary name while a staged bag is written)."""
+        return self._folder / f"{self.path.name}.mcap"
 
     def open(self) -> EpisodeWriter:
         if self._writer is not None:
             raise RecorderError(f"bag {self.path} is already open")
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self.path.mkdir()
-            output = _Output(self.mcap_path.open("xb"))
+            if self.staged:
+                if self.path.exists():
+                    raise FileExistsError(self.path)
+                discard(self._folder)
+            self._folder.mkdir()
         except FileExistsError as err:
             raise RecorderError(f"cannot create bag {self.path}: it exists already") from err
         except OSError as err:
             raise io_error("create bag", self.path, err) from err
-        writer = Writer(cast("IO[bytes]", output), chunk_size=CHUNK_SIZE, compression=CompressionType.NONE)
-        self._output = output
-        self._writer = writer
-        self._write_guarded(lambda: writer.start(profile="ros2", library=_library_name()))
-        self.metadata.name = self.path.name
-        self.metadata.status = "recording"
-        self.metadata.start_time_ns = self.metadata.start_time_ns or time.time_ns()
-        self.metadata.software = self.metadata.software or software_version()
-        self.metadata.save(self.path)
+        try:
+            output = _Output(self.mcap_path.open("xb"))
+            writer = Writer(cast("IO[bytes]", output), chunk_size=CHUNK_SIZE, compression=CompressionType.NONE)
+            self._output = output
+            self._writer = writer
+            self._write_guarded(lambda: writer.start(profile="ros2", library=_library_name()))
+            self.metadata.name = self.path.name
+            self.metadata.status = "recording"
+            self.metadata.start_time_ns = self.metadata.start_time_ns or time.time_ns()
+            self.metadata.software = self.metadata.software or software_version()
+            self.metadata.save(self._folder)
+        except BaseException as err:  # nothing is recorded yet: leave no empty bag behind (a full disk, Ctrl-C)
+            self._close_quietly()
+            discard(self._folder)
+            if isinstance(err, OSError):
+                raise io_error("create bag", self.path, err) from err
+            raise
         self._next_flush = self._clock() + self.flush_period_s
         LOG.debug("recording episode %s", self.path)
         return self
@@ -181,19 +203,33 @@ class EpisodeWriter:
             if self.fsync:
                 output.fsync()
             output.close()
-            _write_atomically(self.path / "metadata.yaml",
+            _write_atomically(self._folder / "metadata.yaml",
                               yaml.safe_dump({"rosbag2_bagfile_information": info}, sort_keys=False))
         except OSError as err:
             self._failed(err)
             raise io_error("finish bag", self.mcap_path, err) from err
         finally:
             self._writer = self._output = None
-        self.metadata.save(self.path)
+        try:
+            self.metadata.save(self._folder)
+            if self.staged:
+                publish_folder(self._folder, self.path)
+        except BaseException:
+            if self.staged:
+                discard(self._folder)
+            raise
+        self._folder = self.path
         LOG.debug("episode %s complete: %d messages", self.path.name, self.metadata.message_count)
         return self.metadata
 
     def abort(self, reason: str) -> EpisodeMetadata:
-        """Stop without indexing (after an error): flushed chunks stay recoverable."""
+        """Stop without indexing (after an error): flushed chunks stay recoverable; a staged bag is removed."""
+        if self.staged:
+            self._close_quietly()
+            discard(self._folder)
+            self.metadata.status = "failed"
+            self.metadata.error = reason
+            return self.metadata
         writer, output = self._writer, self._output
         self._writer = self._output = None
         if writer is not None and output is not None:
@@ -315,6 +351,15 @@ class EpisodeWriter:
             "custom_data": {CUSTOM_DATA_KEY: self.metadata.to_yaml()},
             "ros_distro": ROS_DISTRO,
         }
+
+    def _close_quietly(self) -> None:
+        output = self._output
+        self._writer = self._output = None
+        if output is not None:
+            try:
+                output.close()
+            except (OSError, ValueError) as err:
+                LOG.debug("close failed: %s", err)
 
     def _failed(self, err: OSError) -> None:
         """After an OS error the bag cannot be finished normally: keep what reached the disk."""

@@ -222,6 +222,19 @@ def test_disk_full_is_reported_with_path_and_cause(tmp_path):
     assert load_episode(path).status == "failed" and "ENOSPC" in (load_episode(path).error or "")
 
 
+def test_a_bag_that_cannot_start_on_a_full_disk_leaves_no_empty_bag(tmp_path, monkeypatch):
+    from so101_recorder import bag_writer
+
+    def full(self: Any, data: Any) -> int:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(bag_writer._Output, "write", full)
+    path = next_episode_path(tmp_path, "full")
+    with pytest.raises(RecorderError, match="No space left on device"):
+        EpisodeWriter(path, EpisodeMetadata(name="", robot_id="r", task="full")).open()
+    assert list(tmp_path.iterdir()) == []  # main: the folder with a 0-byte .mcap; nothing was recorded
+
+
 def _without_permission_override() -> None:
     """In the child before exec: drop CAP_DAC_OVERRIDE/CAP_DAC_READ_SEARCH from the bounding set, so even
     root gets "Permission denied" on a read-only directory (exec recomputes root's capabilities from it)."""

@@ -18,10 +18,12 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import Field, PrivateAttr, ValidationInfo, field_validator
 
 from so101_common.joints import JOINT_NAMES, JOINTS, joint
+from so101_common.parameters import ParameterSpec, parameter_specs
 from so101_common.schema import Number, SchemaError, StrictModel, read_yaml, validate
 from so101_safety.errors import SafetyConfigError
 
-__all__ = ["JointOverride", "JointLimits", "SafetyConfig", "NodeOptions", "load_config", "load_parameters", "split_parameters"]
+__all__ = ["JointOverride", "JointLimits", "SafetyConfig", "NodeOptions", "load_config", "load_parameters", "split_parameters",
+           "node_parameter_specs"]
 
 _OVERRIDABLE = ("margin", "max_velocity", "max_acceleration")
 if TYPE_CHECKING:
@@ -65,8 +67,20 @@ class SafetyConfig(StrictModel):
     gripper_load_limit: Number = Field(0.6, ge=0, description="fraction of max effort above which the gripper stops closing; 0 = off")
     gripper_load_hysteresis: Number = Field(0.1, ge=0, description="the limit is released below gripper_load_limit − this")
     gripper_load_timeout: Number = Field(2.0, gt=0, description="s after which a load reading is too old to count")
-    reseed_tolerance: Number = Field(0.1, ge=0, description="rad: after a reset or a hold, restart from the measured position if further")
-    rate_hz: Number = Field(100.0, gt=0, description="output rate of the node, Hz")
+    reseed_tolerance: Number = Field(
+        0.35, ge=0, description="rad: how far the output may lie from a joint's measured position, beyond the lag of an "
+        "arm that follows (the arm was pushed, fell or is blocked: the output stops at that leash); keep it above the "
+        "error at which the servos give their full torque (P 16: 0.25 rad), so the leash never weakens a servo")
+    tracking_lag: Number = Field(0.15, ge=0, le=2.0, description="s the arm may lag behind the output: the leash "
+                                 "grows by this times the faster of the output's and the arm's speed")
+    limp_load: Number = Field(0.02, ge=0, le=1, description="fraction of max effort below which a joint's servo counts "
+                              "as limp (torque off: it reports no load): its leash is then limp_tolerance, no lag; 0 = off")
+    limp_tolerance: Number = Field(0.05, ge=0, description="rad: the leash of a limp joint, what torque coming back on "
+                                   "may move it by")
+    rate_hz: Number = Field(100.0, gt=0, description="timer rate (Hz): the hold, the e-stop and an output still "
+                            "travelling to its target are published at this rate")
+    max_rate_hz: Number = Field(100.0, gt=0, description="most outputs per second, commands and timer together (the "
+                                "driver's rate_hz): faster commands are coalesced, the latest wins")
     joints: dict[JointName, JointOverride] = Field(default_factory=dict, description="per-joint overrides by joint name")
 
     _limits: tuple[JointLimits, ...] = PrivateAttr()
@@ -158,6 +172,15 @@ class NodeOptions(StrictModel):
 
     diagnostics_period: Number = Field(1.0, gt=0, description="s between the node's own /diagnostics status messages")
     log_throttle: Number = Field(2.0, gt=0, description="s between two log lines about rejected messages")
+
+
+def node_parameter_specs() -> list[ParameterSpec]:
+    """Every parameter of the safety node: the filter's settings, the node's options, and each joint's overrides
+    (``joints.<joint>.<key>``)."""
+    specs = [*parameter_specs(SafetyConfig, exclude=("joints",)), *parameter_specs(NodeOptions)]
+    for name in JOINT_NAMES:
+        specs += parameter_specs(JointOverride, prefix=f"joints.{name}.")
+    return specs
 
 
 def split_parameters(values: Mapping[str, Any], source: str = "parameters") -> tuple[SafetyConfig, NodeOptions]:

@@ -32,8 +32,10 @@ def status_report(command: SafeCommand | None, stats: FilterStats, rejected_sinc
         "commands_rejected": str(stats.rejected_total),
         "measured_accepted": str(stats.measured_accepted),
         "measured_rejected": str(sum(stats.measured_rejected.values())),
+        "commands_coalesced": str(stats.coalesced),
         "estops": str(stats.estops),
         "resets": str(stats.resets),
+        "restarts": str(stats.restarts),
         "steps": str(stats.steps),
     }
     values.update({f"rejected_{reason}": str(count) for reason, count in sorted(stats.rejected.items())})

@@ -3,8 +3,8 @@
 Subscribes ``input`` (JointState command, remapped to ``gaponet/joint_command`` in the deploy graph),
 ``joint_states`` (positions; the gripper's effort in N·m gives its load) and ``~/estop_trigger``
 (std_msgs/Bool: true latches the e-stop, false does nothing). Publishes ``output`` (JointState, all
-joints, positions only, remapped to ``joint_command``) once for every accepted command as it arrives,
-and on a ``rate_hz`` timer while the output has something to do on its own (watchdog hold, e-stop,
+joints, positions only, remapped to ``joint_command``) once for every accepted command as it arrives
+(at most ``max_rate_hz``: faster commands are coalesced, the latest wins), and on a ``rate_hz`` timer while the output has something to do on its own (watchdog hold, e-stop,
 travelling to its target: :meth:`SafetyFilter.tick_due`); its state goes to ``/diagnostics``. Services ``~/estop`` and ``~/reset`` (std_srvs/Trigger). Parameters: see
 ``config/safety.yaml`` and the package README; they are read at start-up (changes at run time are
 refused). Every input is stamped with this node's clock at arrival (``use_sim_time`` honoured).
@@ -27,11 +27,10 @@ from std_msgs.msg import Bool
 from std_srvs.srv import Trigger
 
 from so101_common import topics
-from so101_common.joints import JOINT_NAMES
-from so101_common.parameters import parameter_specs
+from so101_common.rejections import LogThrottle
 from so101_ros.node_params import declare_parameter_values
 from so101_ros.node_runner import run_node
-from so101_safety.config import JointOverride, NodeOptions, SafetyConfig, split_parameters
+from so101_safety.config import node_parameter_specs, split_parameters
 from so101_safety.core import SafeCommand, SafetyFilter, Verdict
 from so101_safety.diagnostics import status_report
 from so101_safety.errors import SafetyConfigError
@@ -49,6 +48,7 @@ class SafetyNode(Node):
         self.filter = SafetyFilter(self.config)
         self._t0_ns = self.get_clock().now().nanoseconds
         self._reported_rejections = 0
+        self._rejection_log = LogThrottle(self.options.log_throttle)
         self.add_on_set_parameters_callback(self._on_set_parameters)
 
         self.pub = self.create_publisher(JointState, "output", 10)
@@ -69,10 +69,7 @@ class SafetyNode(Node):
 
     def _declare_parameters(self) -> dict[str, object]:
         """Every field of the config models, with its description and range; the models validate."""
-        specs = [*parameter_specs(SafetyConfig, exclude=("joints",)), *parameter_specs(NodeOptions)]
-        for joint in JOINT_NAMES:  # per-joint overrides: unset = the default above
-            specs += parameter_specs(JointOverride, prefix=f"joints.{joint}.")
-        return declare_parameter_values(self, specs)
+        return declare_parameter_values(self, node_parameter_specs())
 
     def _on_set_parameters(self, params: list[Parameter]) -> SetParametersResult:
         refused = [p.name for p in params if p.name != "use_sim_time"]
@@ -91,8 +88,9 @@ class SafetyNode(Node):
         stamp, now = self._now()
         verdict = self.filter.on_command(msg.name, msg.position, now)
         self._log_rejection("command", verdict)
-        if verdict.accepted:
+        if verdict.accepted and self.filter.forward_due(now):
             self._publish(self.filter.step(now), stamp)  # forwarded at arrival: no wait for the next tick
+        # (a command faster than max_rate_hz waits for the next tick, replaced by any later one)
 
     def _on_joint_states(self, msg: JointState) -> None:
         self._log_rejection(topics.JOINT_STATES, self.filter.on_measured(msg.name, msg.position, msg.velocity,
@@ -103,10 +101,9 @@ class SafetyNode(Node):
             self._estop("~/estop_trigger")
 
     def _log_rejection(self, what: str, verdict: Verdict) -> None:
-        if not verdict.accepted:
+        if not verdict.accepted and (held := self._rejection_log.admit()) is not None:
             reason = verdict.reason.value if verdict.reason else "?"
-            self.get_logger().warning(f"rejected {what} ({reason}): {verdict.detail}",
-                                      throttle_duration_sec=self.options.log_throttle)
+            self.get_logger().warning(f"rejected {what} ({reason}): {verdict.detail}{LogThrottle.suffix(held)}")
 
     # ---------------------------------------------------------------- e-stop
     def _estop(self, source: str) -> str:

@@ -26,15 +26,22 @@ def make(config: SafetyConfig | None = None, measured=ZERO, t: float = 0.0) -> S
     return f
 
 
+FOLLOW = "follow"  # an arm that is where the previous output sent it, moving as it did
+
+
 def run(f: SafetyFilter, t0: float, seconds: float, command: tuple[Sequence[str], Sequence[float]] | None = None,
-        measured: Sequence[float] | None = None) -> list[Any]:
-    """Step at 100 Hz for ``seconds``; optionally re-send a command and a measured state every tick."""
+        measured: Sequence[float] | str | None = None) -> list[Any]:
+    """Step at 100 Hz for ``seconds``; optionally re-send a command and a measured state every tick
+    (``FOLLOW``: the arm reports the previous output's positions, an arm that follows the filter)."""
     out = []
     for k in range(1, round(seconds / DT) + 1):
         t = t0 + k * DT
         if command is not None:
             f.on_command(*command, t)
-        if measured is not None:
+        if measured == FOLLOW:
+            if f.last is not None:
+                f.on_measured(JOINT_NAMES, f.last.positions, f.last.velocities, [], t)
+        elif measured is not None:
             f.on_measured(JOINT_NAMES, measured, [], [], t)
         out.append(f.step(t))
     return out
@@ -49,7 +56,7 @@ def test_no_output_until_every_joint_is_measured():
     assert f.step(0.03) is None
     f.on_measured(["gripper"], [0.6], [], [], 0.04)
     first = f.step(0.05)
-    assert first is not None and first.reseeded
+    assert first is not None and first.restarted
     assert first.positions == pytest.approx([0.1, 0.2, 0.3, 0.4, 0.5, 0.6])
     assert first.holding and first.command_stale  # no command yet: hold where the arm is
 
@@ -95,13 +102,13 @@ def test_rejected_commands_change_nothing():
     f = make()
     f.on_command(["elbow_flex"], [0.5], 0.0)
     f.on_command(["elbow_flex", "bogus"], [-1.0, 0.0], 0.005)
-    out = run(f, 0.0, 1.0, command=(["elbow_flex"], [0.5]), measured=ZERO)
+    out = run(f, 0.0, 1.0, command=(["elbow_flex"], [0.5]), measured=FOLLOW)
     assert out[-1].positions[2] == pytest.approx(0.5)
 
 
 def test_partial_command_moves_only_its_joints():
     f = make(measured=[0.1, -0.2, 0.3, 0.0, 0.0, 0.5])
-    out = run(f, 0.0, 1.0, command=(["elbow_flex"], [1.0]), measured=[0.1, -0.2, 0.3, 0.0, 0.0, 0.5])
+    out = run(f, 0.0, 1.0, command=(["elbow_flex"], [1.0]), measured=FOLLOW)
     assert out[-1].positions == pytest.approx([0.1, -0.2, 1.0, 0.0, 0.0, 0.5])
     assert not out[-1].holding and out[-1].reasons == ()
 
@@ -111,7 +118,7 @@ def test_out_of_limit_command_is_clipped_and_flagged():
     limit = f.config.limits[0].upper
     verdict = f.on_command(["shoulder_pan"], [10.0], 0.0)
     assert verdict and "clipped" in verdict.detail
-    out = run(f, 0.0, 2.0, command=(["shoulder_pan"], [10.0]), measured=ZERO)
+    out = run(f, 0.0, 2.0, command=(["shoulder_pan"], [10.0]), measured=FOLLOW)
     assert max(c.positions[0] for c in out) == pytest.approx(limit)
     assert all(c.positions[0] <= limit for c in out)
     assert out[-1].clipped == ("shoulder_pan",)
@@ -120,7 +127,7 @@ def test_out_of_limit_command_is_clipped_and_flagged():
 
 def test_velocity_is_bounded():
     f = make(SafetyConfig(max_velocity=1.0, max_acceleration=1000.0))
-    out = run(f, 0.0, 0.5, command=(["elbow_flex"], [1.5]))
+    out = run(f, 0.0, 0.5, command=(["elbow_flex"], [1.5]), measured=FOLLOW)
     steps = [b.positions[2] - a.positions[2] for a, b in zip(out, out[1:], strict=False)]
     assert max(steps) == pytest.approx(1.0 * DT)
     assert out[-1].rate_limited == ("elbow_flex",)
@@ -128,7 +135,7 @@ def test_velocity_is_bounded():
 
 def test_watchdog_holds_the_measured_position_then_resumes():
     f = make(SafetyConfig(watchdog_timeout=0.2))
-    moving = run(f, 0.0, 0.5, command=(["wrist_flex"], [1.0]), measured=ZERO)
+    moving = run(f, 0.0, 0.5, command=(["wrist_flex"], [1.0]), measured=FOLLOW)
     assert not moving[-1].holding and moving[-1].positions[3] > 0.1
     arm = [0.0, 0.0, 0.0, 0.4, 0.0, 0.0]  # where the arm really is when the stream stalls
     stalled = run(f, 0.5, 1.5, measured=arm)
@@ -136,7 +143,7 @@ def test_watchdog_holds_the_measured_position_then_resumes():
     assert stalled[-1].holding and stalled[-1].command_stale
     assert any("watchdog" in r for r in stalled[-1].reasons)
     assert stalled[-1].positions == pytest.approx(arm)
-    resumed = run(f, 2.0, 1.0, command=(["gripper"], [0.3]), measured=arm)
+    resumed = run(f, 2.0, 1.0, command=(["gripper"], [0.3]), measured=FOLLOW)
     assert not resumed[-1].holding
     assert resumed[-1].positions == pytest.approx([0.0, 0.0, 0.0, 0.4, 0.0, 0.3])  # other joints keep the hold
 
@@ -147,22 +154,44 @@ def test_stale_measured_state_also_holds():
     assert out[-1].holding and out[-1].measured_stale and not out[-1].command_stale
 
 
-def test_estop_freezes_the_output_until_reset():
+def test_estop_brakes_to_a_stop_within_the_bounds_and_holds_until_reset():
     f = make()
-    moving = run(f, 0.0, 0.3, command=(["shoulder_lift"], [1.0]), measured=ZERO)
+    moving = run(f, 0.0, 0.3, command=(["shoulder_lift"], [1.0]), measured=FOLLOW)
+    y, v = moving[-1].positions[1], moving[-1].velocities[1]
+    a = f.config.limits[1].max_acceleration
+    assert v > 1.0  # moving fast when the e-stop comes
     f.estop("button")
-    held = run(f, 0.3, 1.0, command=(["shoulder_lift"], [-1.0]), measured=[0.0, 0.2, 0, 0, 0, 0])
-    assert all(c.estopped and c.positions == moving[-1].positions for c in held)
+    held = run(f, 0.3, 1.0, command=(["shoulder_lift"], [-1.0]), measured=FOLLOW)
+    assert all(c.estopped and not c.restarted for c in held)
+    lift = [moving[-1].positions[1]] + [c.positions[1] for c in held]
+    speeds = [(b - c) / DT for b, c in zip(lift[1:], lift, strict=False)]
+    assert all(abs(s1 - s0) <= a * DT + 1e-9 for s0, s1 in zip([v, *speeds], speeds, strict=False))  # braking at ≤ a
+    assert all(s >= -1e-12 for s in speeds)  # never turning back towards the rejected command
+    assert held[-1].positions[1] == pytest.approx(y + v * v / (2 * a), abs=0.01)  # stopped where braking ends
+    assert held[-1].velocities == (0.0,) * 6 and held[-30].positions == held[-1].positions  # and stays there
     assert held[-1].estop_reason == "button" and held[-1].state == "estopped"
+    assert f.stats.rejected["estopped"] == len(held)
     f.estop("again")
     assert f.estop_reason == "button" and f.stats.estops == 1
     assert f.reset() and not f.reset()
-    after = run(f, 1.3, 1.0, measured=[0.0, 0.2, 0, 0, 0, 0])
+    after = run(f, 1.3, 1.0, measured=FOLLOW)
     assert not after[0].estopped and after[-1].holding
-    assert after[-1].positions == pytest.approx([0.0, 0.2, 0, 0, 0, 0])
+    assert after[-1].positions == held[-1].positions
 
 
-def test_reset_restarts_from_the_measured_position_when_far():
+def test_an_arm_moved_during_the_estop_is_held_where_it_now_is():
+    f = make()
+    run(f, 0.0, 0.2, measured=FOLLOW)
+    f.estop("test")
+    pushed = [0.0, 0.0, 1.0, 0.0, 0.0, 0.0]  # someone moved the arm (and holds it there)
+    held = run(f, 0.2, 1.0, measured=pushed)
+    leash = [0.0, 0.0, 1.0 - f.config.reseed_tolerance, 0.0, 0.0, 0.0]
+    assert held[0].restarted == ("elbow_flex",) and held[0].positions == pytest.approx(leash)
+    assert all(c.estopped for c in held) and held[-1].positions == pytest.approx(pushed)  # then ramps to the arm
+    assert f.stats.restarts == 1
+
+
+def test_reset_restarts_at_the_leash_when_the_arm_was_moved_far():
     f = make()
     run(f, 0.0, 0.1)
     f.estop("test")
@@ -171,7 +200,9 @@ def test_reset_restarts_from_the_measured_position_when_far():
     f.on_measured(JOINT_NAMES, pushed, [], [], 0.2)
     f.reset()
     first = f.step(0.21)
-    assert first.reseeded and first.positions == pytest.approx(pushed)
+    assert first.restarted == ("elbow_flex",) and first.positions[2] == pytest.approx(1.0 - f.config.reseed_tolerance)
+    after = run(f, 0.21, 1.0, measured=pushed)  # then holds the measured position: ramps there
+    assert after[-1].positions == pytest.approx(pushed) and not any(c.restarted for c in after)
 
 
 def test_reset_continues_from_the_held_output_when_close():
@@ -182,22 +213,23 @@ def test_reset_continues_from_the_held_output_when_close():
     f.on_measured(JOINT_NAMES, [0.0, 0.0, 0.02, 0.0, 0.0, 0.0], [], [], 0.2)
     f.reset()
     first = f.step(0.21)
-    assert not first.reseeded and abs(first.positions[2]) < 0.02
+    assert not first.restarted and abs(first.positions[2]) < 0.02
 
 
-def test_reset_reseeds_once_and_the_first_command_after_it_is_rate_limited():
+def test_the_first_command_after_a_restart_is_rate_limited_from_the_measured_position():
     f = make()
     run(f, 0.0, 0.1)
     f.estop("test")
     run(f, 0.1, 0.1)
     f.on_measured(JOINT_NAMES, [0.0, 0.0, 1.0, 0.0, 0.0, 0.0], [], [], 0.2)
     f.reset()
-    assert f.step(0.21).reseeded  # the reset's restart from the measured position (far from the held one)
-    f.on_measured(JOINT_NAMES, [0.0, 0.0, 1.3, 0.0, 0.0, 0.0], [], [], 0.22)  # the arm still coasting
+    leash = f.step(0.21).positions[2]  # restarted at the leash (far from the held output)
+    assert leash == pytest.approx(1.0 - f.config.reseed_tolerance)
+    f.on_measured(JOINT_NAMES, [0.0, 0.0, 0.9, 0.0, 0.0, 0.0], [], [], 0.22)  # the arm comes back towards it
     f.on_command(["elbow_flex"], [2.0], 0.22)
-    first = f.step(0.22)  # leaving the reset's hold: no second restart, the command is rate limited
-    assert not first.reseeded
-    assert abs(first.positions[2] - 1.0) <= f.config.max_velocity * 0.01 + 1e-12
+    first = f.step(0.22)  # no second restart: the command is rate limited from where the output restarted
+    assert not first.restarted and first.velocities[2] > 0.0
+    assert abs(first.positions[2] - leash) <= f.config.max_acceleration * 0.01 ** 2 + 1e-12
 
 
 def test_a_watchdog_hold_still_restarts_from_a_far_measured_position_on_the_next_command():
@@ -209,7 +241,7 @@ def test_a_watchdog_hold_still_restarts_from_a_far_measured_position_on_the_next
     assert held.holding
     f.on_measured(JOINT_NAMES, [0.0, 0.0, 1.0, 0.0, 0.0, 0.0], [], [], timeout + 0.2)  # moved by hand
     f.on_command(["elbow_flex"], [1.0], timeout + 0.2)
-    assert f.step(timeout + 0.2).reseeded
+    assert f.step(timeout + 0.2).restarted
 
 
 def test_estop_before_any_output_holds_the_clipped_measured_position():
@@ -227,21 +259,22 @@ ARM = [0, 0, 0, 0, 0, 1.0]
 def _gripper_load(f: SafetyFilter, fraction: float, t: float) -> None:
     """A joint state whose gripper effort (N·m, signed: closing pushes negative) is ``fraction`` of its max."""
     effort = -fraction * f.config.limits[5].max_effort
-    assert f.on_measured(JOINT_NAMES, ARM, [], [0.0] * 5 + [effort], t)
+    arm = f.last.positions if f.last is not None else ARM  # the arm is where the filter sent it
+    assert f.on_measured(JOINT_NAMES, arm, [], [0.0] * 5 + [effort], t)
 
 
 def test_gripper_stops_closing_above_the_load_limit_and_may_open():
     f = make(SafetyConfig(gripper_load_limit=0.5, gripper_load_hysteresis=0.1), measured=ARM)
-    run(f, 0.0, 0.2, command=(["gripper"], [1.0]), measured=ARM)
-    closing = run(f, 0.2, 0.2, command=(["gripper"], [-0.1]), measured=ARM)
+    run(f, 0.0, 0.2, command=(["gripper"], [1.0]), measured=FOLLOW)
+    closing = run(f, 0.2, 0.2, command=(["gripper"], [-0.1]), measured=FOLLOW)
     g_before = closing[-1].positions[5]
     assert g_before < 1.0
     _gripper_load(f, 0.8, 0.4)  # squeezing hard
-    squeezed = run(f, 0.4, 0.5, command=(["gripper"], [-0.1]), measured=ARM)
+    squeezed = run(f, 0.4, 0.5, command=(["gripper"], [-0.1]), measured=FOLLOW)
     assert squeezed[-1].gripper_limited
     assert squeezed[0].velocities[5] == 0.0  # stops closing at once
     assert all(c.positions[5] == g_before for c in squeezed)
-    opening = run(f, 0.9, 0.3, command=(["gripper"], [1.2]), measured=ARM)
+    opening = run(f, 0.9, 0.3, command=(["gripper"], [1.2]), measured=FOLLOW)
     assert opening[-1].positions[5] > squeezed[-1].positions[5]  # opening is always allowed
     _gripper_load(f, 0.45, 1.2)  # inside the hysteresis band: still limited
     assert f.step(1.21).gripper_limited
@@ -260,8 +293,8 @@ def test_gripper_load_from_measured_effort_and_staleness():
 
 
 def test_smoothing_slows_the_approach():
-    plain = run(make(), 0.0, 0.3, command=(["elbow_flex"], [1.0]))
-    smooth = run(make(SafetyConfig(smoothing_cutoff_hz=1.0)), 0.0, 0.3, command=(["elbow_flex"], [1.0]))
+    plain = run(make(), 0.0, 0.3, command=(["elbow_flex"], [1.0]), measured=FOLLOW)
+    smooth = run(make(SafetyConfig(smoothing_cutoff_hz=1.0)), 0.0, 0.3, command=(["elbow_flex"], [1.0]), measured=FOLLOW)
     assert smooth[-1].positions[2] < plain[-1].positions[2]
 
 
@@ -315,7 +348,7 @@ def test_a_restarted_output_at_rest_short_of_its_target_still_ticks():
     f = make()
     f.on_command(["elbow_flex"], [1.0], 0.0)
     c = f.step(0.0)  # the first output restarts from the arm's position (at rest), not at the target
-    assert c.reseeded and c.velocities == (0.0,) * 6 and c.rate_limited == ("elbow_flex",)
+    assert c.restarted and c.velocities == (0.0,) * 6 and c.rate_limited == ("elbow_flex",)
     assert f.tick_due(3.01 * DT, DT)  # the commands paused: the timer takes the output on to its target
 
 
@@ -349,3 +382,153 @@ def test_numbers_of_any_type_and_size_are_used_or_rejected_with_a_reason():
     out = f.step(np.float64(0.6))
     assert out is not None and out.positions[1] == pytest.approx(0.2) and out.targets[2] == pytest.approx(0.2)
     assert out.targets[3] == pytest.approx(-0.1)
+
+
+# ---------------------------------------------------------------- relative to the arm (issue 19)
+
+def test_torque_off_in_a_hold_then_on_never_sends_the_arm_back_to_the_stale_hold():
+    """The policy stops (hold), torque goes off and the arm falls, torque comes back on: the output
+    follows the arm down and holds where it lies; nothing ever commands the old pose again."""
+    f = make(SafetyConfig(watchdog_timeout=0.2))
+    run(f, 0.0, 0.5, command=(["shoulder_lift"], [0.01]), measured=FOLLOW)
+    held = run(f, 0.5, 0.5, measured=FOLLOW)
+    assert held[-1].holding and held[-1].positions[1] == pytest.approx(0.01)
+    tolerance, lift = f.config.limp_tolerance, f.config.limits[1]
+    arm = list(held[-1].positions)
+    outputs = []
+    for k in range(1, 101):  # torque off (no load): the shoulder falls to 1.749 rad in 0.5 s, then lies there
+        t = 1.0 + k * DT
+        arm[1] = min(1.749, 0.01 + 7.0 * (k * DT) ** 2)
+        f.on_measured(JOINT_NAMES, arm, [0.0, 14.0 * k * DT if arm[1] < 1.749 else 0.0, 0, 0, 0, 0], [0.0] * 6, t)
+        outputs.append(f.step(t))
+        assert abs(outputs[-1].positions[1] - lift.clip(arm[1])) <= tolerance + 1e-9  # never further from it
+    assert outputs[-1].holding and outputs[-1].targets[1] == outputs[-1].positions[1]
+    # torque on (load again): the arm holds where it lies; the output is already there and stays
+    after = run(f, 2.0, 1.0, measured=FOLLOW)
+    assert all(abs(c.positions[1] - lift.clip(1.749)) <= tolerance + 1e-9 for c in after)
+    assert f.stats.restarts >= 1
+
+
+def test_a_blocked_arm_is_never_pushed_further_than_the_tolerance_plus_the_lag():
+    config = SafetyConfig()
+    f = make(config)
+    bound = config.reseed_tolerance + config.max_velocity * config.tracking_lag
+    for k in range(1, 301):  # the command is 2 rad away; the arm is stuck at 0.3
+        t = k * DT
+        f.on_command(["elbow_flex"], [2.0], t)
+        f.on_measured(JOINT_NAMES, [0.0, 0.0, min(0.3, f.last.positions[2] if f.last else 0.0), 0.0, 0.0, 0.0],
+                      [], [], t)
+        c = f.step(t)
+        assert c.positions[2] - 0.3 <= bound + 1e-9
+    stuck = [0.0, 0.0, 0.3, 0.0, 0.0, 0.0]
+    pulls = [c.positions[2] - 0.3 for c in run(f, 3.0, 1.0, command=(["elbow_flex"], [2.0]), measured=stuck)]
+    assert f.stats.restarts == 1  # caught once, the output stays on its leash...
+    assert min(pulls) >= config.reseed_tolerance - 1e-9  # ...and never lets go of the push (no drop to zero)
+
+
+def test_a_lagging_arm_that_follows_is_not_restarted():
+    """A servo follows its goal some 80 ms late at speed: within the tracking lag, no restart."""
+    f = make()
+    lag = round(0.08 / DT)
+    outputs: list[Any] = []
+    for k in range(1, 301):
+        t = k * DT
+        f.on_command(["wrist_roll"], [2.5 * math.sin(2.0 * t)], t)
+        behind = outputs[-lag].positions if len(outputs) >= lag else ZERO
+        f.on_measured(JOINT_NAMES, behind, [], [], t)
+        outputs.append(f.step(t))
+    assert f.stats.restarts == 0 and max(abs(c.velocities[4]) for c in outputs) > 2.0
+
+
+def test_stale_measured_state_is_never_acted_on():
+    f = make(SafetyConfig(watchdog_timeout=0.2))
+    run(f, 0.0, 0.2, command=(["elbow_flex"], [1.5]), measured=FOLLOW)
+    # joint_states stop while the commands go on: the output moves on until the last measurement is stale,
+    # then brakes to a stop where it is; it never goes back to that last measurement
+    quiet = run(f, 0.2, 1.0, command=(["elbow_flex"], [1.5]))
+    first_hold = next(k for k, c in enumerate(quiet) if c.holding)
+    before = quiet[first_hold - 1]
+    y, v = before.positions[2], before.velocities[2]
+    assert v > 1.0 and quiet[first_hold].measured_stale
+    a = f.config.limits[2].max_acceleration
+    assert quiet[first_hold].targets[2] == pytest.approx(y + v * v / (2 * a))
+    assert quiet[-1].positions[2] == pytest.approx(y + v * v / (2 * a), abs=0.01)
+    assert not any(c.restarted for c in quiet)  # an old measurement never moves the output
+
+
+def test_no_first_output_from_an_old_measurement():
+    f = make(SafetyConfig(watchdog_timeout=0.2))
+    assert f.step(0.5) is None and not f.tick_due(0.5, DT)  # measured at 0.0: too old at 0.5
+    f.on_measured(JOINT_NAMES, ZERO, [], [], 0.6)
+    assert f.tick_due(0.6, DT) and f.step(0.6).restarted == JOINT_NAMES
+
+
+def test_a_pushed_joint_restarts_alone_at_its_leash():
+    f = make()
+    run(f, 0.0, 0.5, command=(["elbow_flex", "wrist_flex"], [0.5, 0.5]), measured=FOLLOW)
+    pushed = list(f.last.positions)
+    pushed[3] += 0.6
+    f.on_measured(JOINT_NAMES, pushed, [], [], 0.505)
+    assert f.tick_due(0.51, DT)  # between commands, the timer leashes it at once
+    c = f.step(0.51)
+    assert c.restarted == ("wrist_flex",) and c.positions[3] == pytest.approx(pushed[3] - f.config.reseed_tolerance)
+    assert "restarted at its leash around the measured position: wrist_flex" in c.reasons
+
+
+# ---------------------------------------------------------------- pacing (command floods)
+
+def test_commands_faster_than_max_rate_are_coalesced_the_latest_wins():
+    f = make(SafetyConfig(max_rate_hz=100.0))
+    f.step(0.0)
+    forwarded = 0
+    for k in range(1, 1001):  # 1 kHz for one second
+        t = k * 0.001
+        f.on_measured(JOINT_NAMES, f.last.positions, [], [], t)
+        f.on_command(["elbow_flex"], [k * 1e-4], t)
+        if f.forward_due(t):
+            f.step(t)
+            forwarded += 1
+        elif f.tick_due(t, DT):  # the node's timer (its ticks land anywhere: every step is checked)
+            f.step(t)
+            forwarded += 1
+    assert forwarded <= 100 + 2  # the rate, plus the burst a jittery stream needs
+    assert f.stats.coalesced >= 1000 - forwarded - 1 and f.stats.accepted == 1000
+    assert f.step(1.02).targets[2] == pytest.approx(0.1) and not f.pending  # the latest command is the target
+
+
+def test_a_command_that_waits_for_its_turn_is_output_at_the_next_tick():
+    f = make(SafetyConfig(max_rate_hz=100.0))
+    for k in range(3):  # the burst: three outputs within a millisecond use up the tokens
+        f.step(k * 1e-4 + 1e-3)
+    f.on_command(["elbow_flex"], [0.1], 0.0015)
+    assert not f.forward_due(0.0015) and f.pending and not f.tick_due(0.005, DT)
+    assert f.tick_due(0.0125, DT)  # a token is back: the waiting command goes out
+    assert f.step(0.0125).targets[2] == pytest.approx(0.1) and not f.pending
+
+
+def test_a_stream_at_the_rate_is_forwarded_at_each_arrival_despite_jitter():
+    f = make(SafetyConfig(max_rate_hz=100.0))
+    f.step(0.0)
+    t = 0.0
+    for k in range(200):
+        t += 0.006 if k % 2 else 0.014  # 100 Hz on average, jittered
+        f.on_command(["elbow_flex"], [0.0], t)
+        assert f.forward_due(t)
+        f.step(t)
+    assert f.stats.coalesced == 0
+
+
+def test_a_servo_that_stops_answering_and_rejoins_moves_nothing_blind():
+    """One servo silent (the driver reports NaN for it), then back where someone moved it meanwhile."""
+    f = make(SafetyConfig(watchdog_timeout=0.2))
+    run(f, 0.0, 0.3, command=(["wrist_flex"], [0.5]), measured=FOLLOW)
+    silent = run(f, 0.3, 0.5, command=(["wrist_flex"], [0.5]),
+                 measured=[0.0, 0.0, 0.0, math.nan, 0.0, 0.0])  # wrist_flex does not answer
+    assert silent[-1].holding and silent[-1].measured_stale
+    stopped = silent[-1].positions[3]
+    assert all(c.positions[3] == stopped for c in silent[-10:])  # braked to a stop where it was, and stays
+    back = [0.0, 0.0, 0.0, stopped + 1.0, 0.0, 0.0]  # it answers again, 1 rad away (moved while it was out)
+    rejoined = run(f, 0.8, 0.5, command=(["wrist_flex"], [0.5]), measured=back)
+    assert rejoined[0].restarted == ("wrist_flex",)
+    assert abs(rejoined[0].positions[3] - back[3]) == pytest.approx(f.config.reseed_tolerance)  # on its leash
+    assert not rejoined[-1].holding  # fresh again: the commands carry on from there, within the bounds

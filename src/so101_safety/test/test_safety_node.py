@@ -23,11 +23,13 @@ from so101_testing import NodeProcess, wait_for
 REPO = Path(__file__).resolve().parents[3]
 PARAMS = REPO / "config" / "safety.yaml"
 MARGIN = 0.05
-ARM = [0.0, 0.0, 0.2, 0.0, 0.0, 0.5]  # where the (pretend) arm reports it is
+ARM = [0.0, 0.0, 0.2, 0.0, 0.0, 0.5]  # where the (pretend) arm starts
+HOLDING = 0.3  # N·m: the effort a servo reports while it holds the arm (torque on; 0 with torque off)
 
 
 class Harness(Node):
-    """Plays the arm (/joint_states at 50 Hz) and the command source; records the filter's output."""
+    """Plays the arm (/joint_states at 50 Hz: where the filter's latest output sent it, torque on) and the
+    command source; records the filter's output."""
 
     def __init__(self) -> None:
         super().__init__("safety_test_harness")
@@ -42,11 +44,11 @@ class Harness(Node):
         self.outputs: list[tuple[float, list[float]]] = []
         self.status: DiagnosticStatus | None = None
         self.command: tuple[list[str], list[float]] | None = None  # re-sent at 50 Hz while set
-        self.gripper_effort = 0.0  # N·m in the published joint states
+        self.gripper_effort = HOLDING  # N·m in the published joint states
         self.create_timer(0.02, self._tick)
 
     def _tick(self) -> None:
-        self.js_pub.publish(self._state(JOINT_NAMES, ARM, effort=[0.0] * 5 + [self.gripper_effort]))
+        self.js_pub.publish(self._state(JOINT_NAMES, self.latest() or ARM, effort=[HOLDING] * 5 + [self.gripper_effort]))
         if self.command is not None:
             self.cmd_pub.publish(self._state(*self.command))
 
@@ -129,9 +131,13 @@ def test_stalled_command_stream_triggers_the_watchdog_hold(harness):
     node.command = (["shoulder_pan", "elbow_flex"], [0.3, 1.2])
     assert wait_for(lambda: (node.latest() or [0, 0, 0])[2] == pytest.approx(1.2, abs=1e-6), 5.0), proc.output()
     node.command = None  # the source stalls
-    # after 0.3 s the filter holds the measured position: it ramps back to where the arm reports it is
-    assert wait_for(lambda: node.latest() == pytest.approx(ARM, abs=1e-9), 5.0), proc.output()
+    # after 0.3 s the filter holds the measured position: where the arm is, so the output stays put
     assert wait_for(lambda: node.status_values().get("state") == "holding", 3.0)
+    held = node.latest()
+    assert held is not None and held[2] == pytest.approx(1.2, abs=1e-6)
+    t0 = node.now()
+    assert wait_for(lambda: len(node.since(t0)) > 10, 3.0)
+    assert all(p == held for p in node.since(t0))
     with node.lock:
         assert node.status.level == DiagnosticStatus.WARN and "watchdog" in node.status.message
 
@@ -142,11 +148,17 @@ def test_estop_via_service_latches_until_reset(harness):
     assert wait_for(lambda: (node.latest() or [0] * 4)[3] > 0.3, 5.0), proc.output()
     response = node.call(node.estop_client)
     assert response.success and "latched" in response.message
-    t0 = node.now() + 0.1  # outputs already on the wire may still arrive
     assert wait_for(lambda: node.status_values().get("state") == "estopped", 3.0)
+
+    def at_rest() -> bool:  # the last 0.2 s of outputs all the same: braked to a stop
+        recent = node.since(node.now() - 0.2)
+        return len(recent) > 10 and all(p == recent[-1] for p in recent)
+
+    assert wait_for(at_rest, 5.0), node.since(node.now() - 0.5)
+    t0 = node.now()
     assert wait_for(lambda: len(node.since(t0)) > 30, 5.0)
     frozen = node.since(t0)
-    assert all(p == frozen[0] for p in frozen) and frozen[0][3] < 1.0  # stopped mid-way, never moves
+    assert all(p == frozen[0] for p in frozen) and frozen[0][3] < 1.0  # stopped mid-way, never moves again
     with node.lock:
         assert node.status.level == DiagnosticStatus.ERROR
     assert int(node.status_values()["rejected_estopped"]) > 0  # the commands kept coming and were ignored
@@ -183,7 +195,46 @@ def test_gripper_load_from_joint_state_effort_stops_closing(harness):
     assert wait_for(lambda: len(node.since(t0)) > 20, 3.0)
     assert min(p[5] for p in node.since(t0)) == pytest.approx(1.0, abs=1e-6)
     node.command = None
-    node.gripper_effort = 0.0
+    node.gripper_effort = HOLDING
+
+
+def test_a_command_flood_is_coalesced_and_the_latest_wins(harness):
+    node, proc = harness
+    node.command = None
+    coalesced = int(node.status_values().get("commands_coalesced", "0"))
+    for k in range(2000):  # far faster than max_rate_hz (100)
+        node.cmd_pub.publish(node._state(["elbow_flex"], [0.6 + 1e-4 * (k % 2)]))
+    assert wait_for(lambda: int(node.status_values().get("commands_coalesced", "0")) > coalesced, 3.0)
+    node.command = (["elbow_flex"], [0.65])  # then a steady command (best effort may drop any one sample)
+    assert wait_for(lambda: (node.latest() or [0] * 3)[2] == pytest.approx(0.65, abs=1e-6), 5.0), proc.output()
+    node.command = None
+
+
+def test_rejections_are_counted_per_reason_and_logged_short_and_throttled(harness):
+    node, proc = harness
+    node.command = None
+    values = node.status_values()
+    duplicate, non_finite = int(values.get("rejected_duplicate_name", "0")), int(values.get("rejected_non_finite", "0"))
+    lines_before = proc.output().count("rejected command")
+    start = node.now()
+
+    def counted(key: str, before: int, names: list[str], positions: list[float]) -> bool:
+        """Publish (again: best effort may drop a sample) until the node has counted one more ``key``."""
+        if int(node.status_values().get(key, "0")) > before:
+            return True
+        node.cmd_pub.publish(node._state(names, positions))
+        return False
+
+    big = "x" * 100_000  # a 100 kB joint name, twice
+    assert wait_for(lambda: counted("rejected_duplicate_name", duplicate, [big, big], [0.1, 0.2]), 10.0, interval=0.1)
+    for _ in range(500):  # a flood of NaN commands
+        node.cmd_pub.publish(node._state(["elbow_flex"], [math.nan]))
+    assert wait_for(lambda: counted("rejected_non_finite", non_finite, ["elbow_flex"], [math.nan]), 10.0, interval=0.1)
+    elapsed = node.now() - start
+    out = proc.output()
+    lines = [line for line in out.splitlines() if "rejected command" in line]
+    assert 1 <= len(lines) - lines_before <= 2 + elapsed / 0.1  # log_throttle 0.1 s (the fixture's)
+    assert max(len(line) for line in lines) < 1000 and "x" * 1000 not in out  # the name is not echoed whole
 
 
 def test_parameters_cannot_change_at_run_time(harness):

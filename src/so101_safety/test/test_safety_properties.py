@@ -4,8 +4,9 @@ Random configs, random commands (any real number of any type and size: floats in
 fractions beyond the float range, decimals, numpy scalars; and things that are not numbers: text, bools,
 complex, None; random names and lengths), random
 measured states, gripper loads, e-stops, resets and random timing (zero, tiny, normal, huge gaps,
-going backwards). After every step the output is checked against the guarantees in
-``so101_safety.core``; nothing may raise.
+going backwards), and an arm: it follows the outputs while its torque is on, lies limp (no load) with
+torque off, and falls or is pushed between steps. After every step the output is checked against the
+guarantees in ``so101_safety.core`` (the leash: against where the arm is measured); nothing may raise.
 """
 
 from __future__ import annotations
@@ -81,11 +82,17 @@ configs = st.builds(
     margin=st.floats(0.0, 0.3), max_velocity=st.floats(0.05, 10.0), max_acceleration=st.floats(0.5, 500.0),
     watchdog_timeout=st.floats(0.02, 1.0), smoothing_cutoff_hz=st.sampled_from([0.0, 0.5, 5.0, 50.0]),
     gripper_load_limit=st.sampled_from([0.0, 0.3, 0.6]), gripper_load_hysteresis=st.just(0.0),
-    reseed_tolerance=st.sampled_from([0.0, 0.1, 10.0]), joints=overrides)
+    reseed_tolerance=st.sampled_from([0.0, 0.1, 0.25, 10.0]), tracking_lag=st.sampled_from([0.0, 0.05, 0.15]),
+    limp_load=st.sampled_from([0.0, 0.02]), limp_tolerance=st.sampled_from([0.0, 0.05]),
+    max_rate_hz=st.sampled_from([20.0, 100.0, 1000.0]), joints=overrides)
 
 
 class FilterMachine(RuleBasedStateMachine):
-    """Drives one SafetyFilter and keeps the few facts needed to check its outputs."""
+    """Drives one SafetyFilter and an arm, and keeps the few facts needed to check the filter's outputs.
+
+    The arm follows the outputs while its torque is on; with torque off it stays where it is, and at any
+    time it may move on its own (falling, pushed, blocked): the filter must then never push it back
+    faster than its bounds, measured against where the arm is."""
 
     @initialize(config=configs, start=st.floats(-1e3, 1e6),
                 measured=st.none() | st.lists(st.floats(-4.0, 4.0), min_size=6, max_size=6))
@@ -95,15 +102,18 @@ class FilterMachine(RuleBasedStateMachine):
         self.now = start
         self.measured: list[float | None] = [None] * 6  # last finite measurement per joint
         self.measured_time = [-math.inf] * 6
+        self.load = [math.nan] * 6  # |effort| / max effort of the last finite effort per joint, and its time
+        self.load_time = [-math.inf] * 6
         self.command_time: float | None = None  # newest accepted command
         self.estopped = False
+        self.estop_latched = False  # an e-stop latched since the previous output: its stop is worked out next
         self.prev: SafeCommand | None = None  # the previous (distinct) output
-        self.estop_position: tuple[float, ...] | None = None  # what the e-stop holds, once known
-        self.prev_position_at_estop: tuple[float, ...] | None = None
+        self.speed = [0.0] * 6  # rad/s, the measured velocity that came with each joint's position (0: none)
         self.events_since_prev = False  # an accepted command or a reset since the previous output
-        self.outputs_since_reset: int | None = None  # outputs since a reset, until a watchdog hold latches
+        self.arm = list(measured) if measured is not None else [0.0] * 6  # where the arm really is
+        self.torque_on = True
         if measured is not None:  # half the runs start with the arm reporting in
-            self.measure_all(measured)
+            self.measure_all(measured, [])
 
     # ------------------------------------------------------------ inputs
 
@@ -125,6 +135,7 @@ class FilterMachine(RuleBasedStateMachine):
             self._accepted(float(stamp))
         elif len(ns) == len(ps) and ns and all(n in JOINT_NAMES for n in ns) and len(set(ns)) == len(ns):
             assert verdict.detail  # used or rejected with a reason
+        assert len(verdict.detail) <= 400  # whatever the names, a rejection's text stays short
 
     @rule(data=st.data())
     def good_command(self, data) -> None:
@@ -136,8 +147,6 @@ class FilterMachine(RuleBasedStateMachine):
             self._accepted(self.now)
 
     def _accepted(self, stamp: float) -> None:
-        if self.command_time is not None and stamp - self.command_time > self.f.config.watchdog_timeout:
-            self.outputs_since_reset = None  # the stream had stalled: a watchdog hold
         self.command_time = stamp if self.command_time is None else max(stamp, self.command_time)
         self.events_since_prev = True
 
@@ -150,11 +159,23 @@ class FilterMachine(RuleBasedStateMachine):
             if usable(positions[i]):
                 self.measured[i] = float(positions[i])
                 self.measured_time[i] = self.now
+                self.speed[i] = 0.0
+            if efforts:
+                self._effort(i, efforts[i])
 
-    @rule(positions=st.lists(st.floats(-4.0, 4.0), min_size=6, max_size=6))
-    def measure_all(self, positions) -> None:
-        assert self.f.on_measured(JOINT_NAMES, positions, [], [], self.now)
+    def _effort(self, i: int, effort: float) -> None:
+        if math.isfinite(effort):
+            self.load[i], self.load_time[i] = abs(effort) / self.limits[i].max_effort, self.now
+
+    @rule(positions=st.lists(st.floats(-4.0, 4.0), min_size=6, max_size=6),
+          velocities=st.just([]) | st.lists(st.floats(-10.0, 10.0) | any_float, min_size=6, max_size=6))
+    def measure_all(self, positions, velocities: list[float], efforts: list[float] | None = None) -> None:
+        assert self.f.on_measured(JOINT_NAMES, positions, velocities, efforts or [], self.now)
         self.measured, self.measured_time = list(positions), [self.now] * 6
+        self.speed = [v if math.isfinite(v) else 0.0 for v in velocities] if velocities else [0.0] * 6
+        self.arm = list(positions)
+        for i, effort in enumerate(efforts or []):
+            self._effort(i, effort)
 
     @rule(data=st.data())
     def garbage_measured(self, data) -> None:
@@ -165,13 +186,14 @@ class FilterMachine(RuleBasedStateMachine):
             for name, p in zip(ns, ps, strict=True):
                 if name in JOINT_NAMES and usable(p):
                     i = JOINT_NAMES.index(name)
-                    self.measured[i], self.measured_time[i] = float(p), self.now
+                    self.measured[i], self.measured_time[i], self.speed[i] = float(p), self.now, 0.0
 
     @rule(position=st.floats(-4.0, 4.0), effort=st.one_of(st.floats(-4.0, 4.0), any_float))
     def gripper_effort(self, position: float, effort: float) -> None:
         """The gripper's load arrives as its effort in a joint state (N·m, any sign, or garbage)."""
         if self.f.on_measured(["gripper"], [position], [], [effort], self.now).accepted:
-            self.measured[5], self.measured_time[5] = position, self.now
+            self.measured[5], self.measured_time[5], self.speed[5] = position, self.now, 0.0
+            self._effort(5, effort)
 
     @rule(now=st.one_of(huge, not_a_number, st.sampled_from([math.nan, math.inf, -math.inf, Decimal("NaN")])))
     def step_at_an_unusable_time(self, now: object) -> None:
@@ -187,8 +209,7 @@ class FilterMachine(RuleBasedStateMachine):
     @rule()
     def estop(self) -> None:
         if not self.estopped:
-            self.prev_position_at_estop = self.prev.positions if self.prev is not None else None
-            self.estop_position = None
+            self.estop_latched = True
         self.f.estop("property test")
         self.estopped = True
 
@@ -198,94 +219,151 @@ class FilterMachine(RuleBasedStateMachine):
         if self.estopped:
             self.command_time = None
             self.events_since_prev = True
-            self.outputs_since_reset = 0
+            self.estop_latched = False
         self.estopped = False
+
+    # ------------------------------------------------------------ the arm
+
+    @rule(on=st.booleans())
+    def torque(self, on: bool) -> None:
+        """Torque off: the arm no longer follows the outputs (and may fall); on: it follows them again."""
+        self.torque_on = on
+
+    @rule(joint=st.integers(0, 5), delta=st.one_of(st.floats(-2.0, 2.0), st.floats(-0.3, 0.3)))
+    def arm_moves_on_its_own(self, joint: int, delta: float) -> None:
+        """The arm falls (torque off), is pushed by hand or blocked: it is not where the outputs sent it."""
+        self.arm[joint] += delta
 
     # ------------------------------------------------------------ the step and its checks
 
-    @rule(gap=st.floats(1e-3, 0.03), measure=st.booleans())
-    def tick(self, gap: float, measure: bool) -> None:
-        """The common case: time moves on by a control period (the arm reporting where the output is)."""
+    @rule(gap=st.floats(1e-3, 0.03), measure=st.booleans(), load=st.booleans())
+    def tick(self, gap: float, measure: bool, load: bool) -> None:
+        """The common case: time moves on by a control period and the arm reports where it is and how fast it
+        moves (where the previous output sent it while its torque is on), and with ``load`` its servos' load
+        (none while the torque is off: a limp arm)."""
         self.now += gap
-        if measure and self.prev is not None:
-            self.measure_all(list(self.prev.positions))
+        if measure:
+            following = self.torque_on and self.prev is not None
+            if following:
+                self.arm = list(self.prev.positions)
+            velocities = list(self.prev.velocities) if following else [0.0] * 6
+            efforts = [0.3 * lim.max_effort if self.torque_on else 0.0 for lim in self.limits] if load else None
+            self.measure_all(list(self.arm), velocities, efforts)
         self.step()
 
     @rule(period=st.sampled_from([0.005, 0.01, 0.03]))
     def timer(self, period: float) -> None:
         """The node's timer: it steps only when ``tick_due``. When it skips a tick a period or more after
         the last output and no command came within two periods (the next command's step carries the
-        output while they flow), stepping then would not have moved the output: skipping loses nothing."""
+        output while they flow) or waits for its turn (``max_rate_hz``), stepping then would not have
+        moved the output: skipping loses nothing."""
         commands_flow = self.command_time is not None and abs(self.now - self.command_time) < 2 * period
         if self.f.tick_due(self.now, period):
             self.step()
         elif (self.prev is not None and self.now - self.prev.stamp >= period and self.f.measured_known
-              and not commands_flow):
+              and not commands_flow and not self.f.pending):
             probe = copy.deepcopy(self.f).step(self.now)
-            assert probe is not None and not probe.holding and not probe.estopped
+            assert probe is not None and not probe.holding and not probe.estopped and not probe.restarted
             assert probe.positions == pytest.approx(self.prev.positions, abs=POS_TOL)
 
     @rule()
     def step(self) -> None:
         c = self.f.step(self.now)
-        if any(m is None for m in self.measured):
-            assert c is None
+        timeout = self.f.config.watchdog_timeout
+        fresh = [abs(self.now - t) <= timeout for t in self.measured_time]
+        if any(m is None for m in self.measured) or (self.prev is None and not all(fresh)):
+            assert c is None  # 1. no output before every joint has a fresh measured position
             return
         assert c is not None
         if self.prev is not None and c is self.prev:  # no time passed: the same output again
             assert self.now - self.prev.stamp < 1e-6
             return
         assert c.stamp == self.now and c.names == JOINT_NAMES
-        event(f"output {c.state}{' reseeded' if c.reseeded else ''}{' moving' if any(c.velocities) else ''}")
-        measured = [m for m in self.measured if m is not None]
-        assert len(measured) == len(self.limits)  # no output before every joint was measured
-        clipped_measured = tuple(lim.clip(m) for lim, m in zip(self.limits, measured, strict=True))
+        event(f"output {c.state}{' restarted' if c.restarted else ''}{' moving' if any(c.velocities) else ''}")
+        p = self.prev
+        measured = [lim.clip(m) for lim, m in zip(self.limits, self.measured, strict=True) if m is not None]
         # 2. position limits
-        for lim, y in zip(self.limits, c.positions, strict=True):
+        for lim, y, x in zip(self.limits, c.positions, c.targets, strict=True):
             assert math.isfinite(y) and lim.lower - POS_TOL <= y <= lim.upper + POS_TOL
-        # 4. e-stop: held, never moving
+            assert lim.lower <= x <= lim.upper
+        # 4. relative to the arm: no output of a joint with a fresh measurement lies further from it than its
+        #    leash; a joint restarts (at the leash's edge, at rest) only where its bounded step could leave it
+        restarted = [JOINT_NAMES.index(n) for n in c.restarted]
+        if p is None:
+            assert c.restarted == JOINT_NAMES  # the first output starts where the arm is
+            assert list(c.positions) == measured and c.velocities == (0.0,) * 6
+        else:
+            dt = c.stamp - p.stamp
+            for i, lim in enumerate(self.limits):
+                if not fresh[i]:
+                    assert i not in restarted  # an old measurement never moves the output
+                    continue
+                reach = self._reach(i, p)
+                assert abs(c.positions[i] - measured[i]) <= reach + POS_TOL, (i, reach)
+                if i in restarted:
+                    assert c.velocities[i] == 0.0
+                    edge = lim.clip(measured[i] + math.copysign(reach, c.positions[i] - measured[i]))
+                    assert c.positions[i] == pytest.approx(edge, abs=POS_TOL)
+                    assert abs(p.positions[i] - measured[i]) + lim.max_velocity * dt > reach - POS_TOL
+        # 3. velocity and acceleration of every joint that does not restart, e-stopped or not
+        if p is not None:
+            self._check_motion(p, c, restarted)
+        # 5. e-stop: braking to its stop, then held there (or where the arm was moved to)
         assert c.estopped == self.estopped
         if c.estopped:
-            assert c.velocities == (0.0,) * 6
-            if self.estop_position is None:
-                expected = self.prev_position_at_estop or clipped_measured
-                assert c.positions == expected
-                self.estop_position = c.positions
-            assert c.positions == self.estop_position
+            for i in range(6):
+                if i in restarted:
+                    assert c.targets[i] == measured[i]
+                elif self.estop_latched:
+                    assert c.targets[i] == (self._stop(p, i) if p is not None else measured[i])
+                else:
+                    assert p is not None and c.targets[i] == p.targets[i]
+            if p is not None and p.estopped and not self.estop_latched and not restarted \
+                    and p.positions == p.targets and p.velocities == (0.0,) * 6:
+                assert c.positions == p.positions  # at rest on its stop: stays put
+            self.estop_latched = False
         else:
-            # 5. watchdog
-            timeout = self.f.config.watchdog_timeout
+            # 6. watchdog
             command_stale = self.command_time is None or abs(self.now - self.command_time) > timeout
-            measured_stale = any(abs(self.now - t) > timeout for t in self.measured_time)
+            measured_stale = not all(fresh)
             assert c.command_stale == command_stale and c.measured_stale == measured_stale
             assert c.holding == (command_stale or measured_stale)
-            if c.holding and self.command_time is not None:
-                self.outputs_since_reset = None  # a command since the reset went stale: a watchdog hold
-            if self.outputs_since_reset is not None:  # a reset restarts at its first output or not at all
-                assert not c.reseeded or self.outputs_since_reset == 0, "a second restart after a reset"
-                self.outputs_since_reset += 1
-            if c.reseeded or self.prev is None:
-                assert c.reseeded and c.positions == clipped_measured and c.velocities == (0.0,) * 6
-            else:
-                self._check_motion(self.prev, c)
-            for lim, x in zip(self.limits, c.targets, strict=True):
-                assert lim.lower <= x <= lim.upper
-            if c.holding:  # the hold target: the measured position when the hold (re)latched, then constant
-                p = self.prev
-                if p is None or not p.holding or p.estopped or self.events_since_prev:
-                    assert c.targets == clipped_measured
-                else:
-                    assert c.targets == p.targets
-                    if self.f.config.smoothing_cutoff_hz == 0 and p.positions == p.targets \
-                            and p.velocities == (0.0,) * 6:
-                        assert c.positions == p.positions  # at rest on the hold: stays put
+            if c.holding:  # the hold target: the measured position (or the stop) when the hold (re)latched
+                relatched = p is None or not p.holding or p.estopped or self.events_since_prev
+                for i in range(6):
+                    if i in restarted:
+                        assert c.targets[i] == measured[i]
+                    elif relatched:
+                        assert c.targets[i] == (measured[i] if fresh[i] or p is None else self._stop(p, i)), i
+                    else:
+                        assert p is not None and c.targets[i] == p.targets[i]
+                if p is not None and not relatched and not restarted and self.f.config.smoothing_cutoff_hz == 0 \
+                        and p.positions == p.targets and p.velocities == (0.0,) * 6:
+                    assert c.positions == p.positions  # at rest on the hold: stays put
         self.events_since_prev = False
         self.prev = c
 
-    def _check_motion(self, p, c) -> None:
+    def _reach(self, i: int, p: SafeCommand) -> float:
+        """Joint ``i``'s leash after output ``p``: the tolerance plus the lag of an arm following at the faster
+        of ``p``'s and its measured speed (up to the joint's bound); ``limp_tolerance`` when its servo reported
+        no load with that position (torque off)."""
+        config = self.f.config
+        if self.load_time[i] == self.measured_time[i] and self.load[i] < config.limp_load:
+            return config.limp_tolerance
+        speed = min(max(abs(self.speed[i]), abs(p.velocities[i])), self.limits[i].max_velocity)
+        return config.reseed_tolerance + config.tracking_lag * speed
+
+    def _stop(self, p: SafeCommand, i: int) -> float:
+        """Where joint ``i`` of output ``p`` comes to rest braking at its acceleration bound."""
+        lim, y, v = self.limits[i], p.positions[i], p.velocities[i]
+        return lim.clip(y + v * abs(v) / (2.0 * lim.max_acceleration))
+
+    def _check_motion(self, p, c, restarted: list[int]) -> None:
         dt = c.stamp - p.stamp
         assert dt >= 1e-6
         for i, lim in enumerate(self.limits):
+            if i in restarted:
+                continue
             dy = c.positions[i] - p.positions[i]
             # 3a. velocity
             assert abs(dy) <= lim.max_velocity * dt + POS_TOL
@@ -294,6 +372,8 @@ class FilterMachine(RuleBasedStateMachine):
             v_prev = p.velocities[i]
             if lim.is_gripper and c.gripper_limited and dy == 0.0 and v_prev <= 0.0:
                 continue  # the documented exception: a closing gripper stops at once on overload
+            if lim.is_gripper and c.estopped and dy == 0.0 and v_prev <= 0.0 and self.f._gripper_limited:
+                continue  # (e-stopped outputs do not report the gripper limit, the rule still holds)
             # 3b. acceleration
             assert abs(v - v_prev) <= lim.max_acceleration * dt + 2 * POS_TOL / dt
 
@@ -317,11 +397,12 @@ def test_a_step_command_is_approached_without_overshoot(config, target, name):
     outputs = []
     for k in range(1, 400):
         t = k * 0.01
-        f.on_measured(JOINT_NAMES, [0.0] * 6, [], [], t)
+        f.on_measured(JOINT_NAMES, f.last.positions if f.last else [0.0] * 6, [], [], t)  # an arm that follows
         f.on_command([name], [target], t)
         outputs.append(f.step(t).positions[i])
     start, goal = lim.clip(0.0), lim.clip(target)
     lo, hi = min(start, goal), max(start, goal)
     assert all(lo - POS_TOL <= y <= hi + POS_TOL for y in outputs)  # never past the target
-    if config.smoothing_cutoff_hz == 0 and lim.max_velocity >= 2.0 and lim.max_acceleration >= 5.0:
+    if config.smoothing_cutoff_hz == 0 and lim.max_velocity >= 2.0 and lim.max_acceleration >= 5.0 \
+            and config.reseed_tolerance >= 0.1:  # (an arm one step behind must be allowed to lag that much)
         assert outputs[-1] == goal  # and it gets there (exactly) in a few seconds

@@ -47,6 +47,7 @@ from pydantic import (
 )
 from pydantic.fields import FieldInfo
 
+from so101_common.atomic_output import write_text_atomically
 from so101_common.joints import JOINT_NAMES
 from so101_common.schema import SchemaError, StrictModel, read_yaml, validate
 
@@ -394,9 +395,7 @@ def write_profile(path: str | os.PathLike[str], profile: GapProfile, header: str
     comment = "".join(f"# {line}\n" if line else "#\n" for line in header.splitlines())
     text = yaml.safe_dump(profile_to_dict(profile), sort_keys=False, allow_unicode=True, width=110,
                           default_flow_style=None)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(comment + text)
-    return path
+    return write_text_atomically(path, comment + text)  # complete or absent
 
 
 # -------------------------------------------------------------------------------------- schema table

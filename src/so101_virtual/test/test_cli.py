@@ -95,6 +95,10 @@ def test_errors_are_printed_once(tmp_path, capsys):
     assert "--role leader" in capsys.readouterr().err
     assert cli.run(parse("--role", "leader", "--motion", str(tmp_path / "missing.txt"))) == 1
     assert "cannot read motion file" in capsys.readouterr().err
+    degrees = tmp_path / "degrees.txt"  # a motion in degrees: refused before the arm moves
+    degrees.write_text("Rotation,Pitch,Elbow,Wrist_Pitch,Wrist_Roll,Jaw\n" + "33.0,0.0,30.0,0.0,0.0,0.5\n" * 10)
+    assert cli.run(parse("--role", "leader", "--motion", str(degrees))) == 1
+    assert f"{degrees}: line 2: shoulder_pan = 33, which cannot be radians" in capsys.readouterr().err
     bad = tmp_path / "bad.yaml"
     bad.write_text("joint_defaults: {backlash: -1}\n")
     assert cli.run(parse("--profile", str(bad))) == 1

@@ -6,12 +6,12 @@ from __future__ import annotations
 import enum
 import json
 import math
-import os
-import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from so101_common.atomic_output import write_text_atomically
 
 __all__ = ["Status", "CheckResult", "PreflightReport", "REPORT_NAME", "worst"]
 
@@ -94,19 +94,9 @@ class PreflightReport:
                 "checks": [r.to_dict() for r in self.results]}
 
     def write(self, folder: Path) -> Path:
-        """``folder/preflight.json``, written to a temporary name and renamed when complete."""
-        folder.mkdir(parents=True, exist_ok=True)
-        path = folder / REPORT_NAME
-        fd, tmp = tempfile.mkstemp(prefix=f".{REPORT_NAME}.", dir=folder)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                json.dump(_finite(self.to_dict()), f, indent=2, allow_nan=False)
-                f.write("\n")
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-        return path
+        """``folder/preflight.json``, complete or absent (``so101_common.atomic_output``)."""
+        text = json.dumps(_finite(self.to_dict()), indent=2, allow_nan=False) + "\n"
+        return write_text_atomically(folder / REPORT_NAME, text)
 
 
 def _finite(value: Any) -> Any:

@@ -27,6 +27,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 
+from so101_common.atomic_output import staged_folder
 from so101_common.joints import JOINT_NAMES
 from so101_common.paired_dataset import FaultSpan, PairedDataset, PairedEpisode
 from so101_common.servo_faults import format_fault
@@ -104,9 +105,14 @@ def _without_faults(episode: PairedEpisode) -> PairedEpisode | None:
 
 def write_report(dataset: PairedDataset, summary: dict[str, Any], out_dir: str | Path,
                  max_episode_plots: int = 40) -> Path:
-    """PNG plots, ``summary.json`` and ``report.html`` (PNGs embedded) in ``out_dir``; returns the HTML path."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    """PNG plots, ``summary.json`` and ``report.html`` (PNGs embedded) in ``out_dir``; returns the HTML path.
+    Complete or absent: written under a temporary name, published when all is written (report.html last)."""
+    with staged_folder(out_dir, marker="report.html") as staging:
+        _write_report(dataset, summary, staging, max_episode_plots)
+    return Path(out_dir) / "report.html"
+
+
+def _write_report(dataset: PairedDataset, summary: dict[str, Any], out: Path, max_episode_plots: int) -> None:
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     figures: list[tuple[str, Path]] = []
     bars = out / "error_by_joint.png"
@@ -127,7 +133,6 @@ def write_report(dataset: PairedDataset, summary: dict[str, Any], out_dir: str |
                           _fault_table(summary)))
     page = _html_page(f"Sim-to-real gap: {summary.get('dataset') or 'dataset'}", tables, figures, summary)
     (out / "report.html").write_text(page)
-    return out / "report.html"
 
 
 def write_comparison(summaries: Sequence[dict[str, Any]], labels: Sequence[str], out_dir: str | Path) -> dict[str, Any]:
@@ -136,8 +141,6 @@ def write_comparison(summaries: Sequence[dict[str, Any]], labels: Sequence[str],
         raise ReportError("a comparison takes exactly two datasets and two labels")
     if summaries[0]["joints"] != summaries[1]["joints"]:
         raise ReportError("the two datasets have different joints")
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     delta: dict[str, Any] = {}
     for q in QUANTITIES:
         delta[q] = {}
@@ -151,6 +154,14 @@ def write_comparison(summaries: Sequence[dict[str, Any]], labels: Sequence[str],
     comparison = {"format": SUMMARY_FORMAT + "+comparison", "labels": list(labels),
                   "datasets": [s.get("dataset", "") for s in summaries], "joints": summaries[0]["joints"],
                   "delta": delta}
+    with staged_folder(out_dir, marker="comparison.html") as staging:
+        _write_comparison(summaries, labels, comparison, staging)
+    return comparison
+
+
+def _write_comparison(summaries: Sequence[dict[str, Any]], labels: Sequence[str], comparison: dict[str, Any],
+                      out: Path) -> None:
+    delta = comparison["delta"]
     (out / "comparison.json").write_text(json.dumps(comparison, indent=2) + "\n")
     figures = []
     for m in ("rmse", "large_gap_ratio"):
@@ -161,7 +172,6 @@ def write_comparison(summaries: Sequence[dict[str, Any]], labels: Sequence[str],
               for q in ("position", "velocity") for m in ("rmse", "mae", "large_gap_ratio")]
     page = _html_page(f"Sim-to-real gap: {labels[0]} vs {labels[1]}", tables, figures, comparison)
     (out / "comparison.html").write_text(page)
-    return comparison
 
 
 # ----------------------------------------------------------------------------------------------- plots

@@ -14,6 +14,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from so101_gaponet.bounds import COMPENSATOR_MAX_DELTA, SIM_DELTA_MAX_DELTA
 from so101_sim2real.replay.core import (
     COMMAND_TOPIC,
     SIM_COMMAND_TOPIC,
@@ -45,6 +46,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--format", choices=("bag", "sage"), default="bag", help="output format (default: bag)")
     parser.add_argument("--delta-model", type=Path, help="GapONet model file (ONNX/TorchScript): drive the sim with command + Δ. "
                         "TorchScript files are code (torch.jit.load runs them): use only ones you trust; prefer ONNX")
+    parser.add_argument("--max-delta", type=float, default=None, metavar="RAD",
+                        help="cap on |Δ| per joint (rad): a model whose delta_bounds ask for more is refused "
+                        f"(default {SIM_DELTA_MAX_DELTA:g} for a sim_delta model, {COMPENSATOR_MAX_DELTA:g} for a compensator)")
     parser.add_argument("--command-topic", default=COMMAND_TOPIC, help=f"command topic in --bag (default {COMMAND_TOPIC})")
     parser.add_argument("--state-topic", default=STATE_TOPIC,
                         help=f"measured state topic in --bag, for the initial state (default {STATE_TOPIC})")
@@ -77,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
         source = _load_source(args)
         if args.sim == "mujoco":
             applied, state = replay_in_mujoco(source, args.physics_dt, args.control_rate, args.kp, args.kd,
-                                              args.delta_model)
+                                              args.delta_model, max_delta=args.max_delta)
         else:
             if args.delta_model is not None:
                 raise ReplayError("--delta-model runs in process with --sim mujoco; against Isaac Sim put "

@@ -23,6 +23,7 @@ from rosbags.typesys import Stores, get_typestore
 
 from so101_common import sage, topics
 from so101_common.joints import JOINT_NAMES
+from so101_common.recording_checks import check_recording
 from so101_common.trajectory import JointTrajectory
 from so101_recorder.bag_reader import Bag, read_topic_pair
 from so101_recorder.bag_writer import EpisodeWriter
@@ -92,6 +93,10 @@ def load_bag_source(path: str | Path, command_topic: str = COMMAND_TOPIC, state_
         _LOG.warning("replaying only up to the cut: %s", bag.truncation)
     if len(command) == 0:
         raise ReplayError(f"bag {path}: topic {command_topic} holds no usable joint commands")
+    check_recording(command.time, command.position, f"bag {path} {command_topic}", command.names, error=ReplayError)
+    if state is not None:
+        check_recording(state.time, state.position, f"bag {path} {state_topic}", state.names, allow_nan=True,
+                        error=ReplayError)
     if state is not None and len(state) and np.isfinite(state.position).all():
         initial = _state_at(state, float(command.time[0]))
     else:
@@ -152,7 +157,8 @@ def joint_state_cdr(stamp: float, names: tuple[str, ...], position: np.ndarray,
 def write_replay_bag(path: str | Path, source: ReplaySource, applied: JointTrajectory, state: JointTrajectory,
                      command_topic: str = SIM_COMMAND_TOPIC, state_topic: str = SIM_STATE_TOPIC,
                      robot_id: str = "mujoco_so101", notes: str = "") -> Path:
-    """A sim bag: the applied commands and the simulated joint states, stamped on the source's clock."""
+    """A sim bag: the applied commands and the simulated joint states, stamped on the source's clock; complete or
+    absent (staged: written under a temporary name, renamed when finished)."""
     path = Path(path)
     if path.exists():
         raise ReplayError(f"output {path} already exists; choose a new path")
@@ -161,7 +167,7 @@ def write_replay_bag(path: str | Path, source: ReplaySource, applied: JointTraje
     streams += [(float(t), state_topic, state, i) for i, t in enumerate(state.time)]
     streams.sort(key=lambda item: (item[0], item[1]))
     try:
-        with EpisodeWriter(path, metadata) as writer:
+        with EpisodeWriter(path, metadata, staged=True) as writer:
             for stamp, topic, trajectory, index in streams:
                 data = joint_state_cdr(stamp, trajectory.names, trajectory.position[index],
                                        trajectory.velocity[index], trajectory.effort[index])
@@ -251,7 +257,8 @@ class LiveReplay:
         self.schedule = schedule
         self.tail_s = tail_s  # s recorded after the last command, so the sim's response to it is kept
         self.writer = EpisodeWriter(out, EpisodeMetadata(name="", robot_id=robot_id, task=schedule.source.name,
-                                                         notes=f"sim replay of {schedule.source.metadata}"))
+                                                         notes=f"sim replay of {schedule.source.metadata}"),
+                                    staged=True)  # the sim bag appears at `out` when the replay is complete
         self._start: float | None = None
         self._sent = -2  # index of the last command returned (-1: the initial-state command)
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from so101_common import sage, topics
+from so101_common.recording_checks import check_recording
 from so101_common.trajectory import JointTrajectory
 from so101_recorder.bag_reader import read_topic_pair
 from so101_recorder.errors import RecorderError
@@ -57,6 +58,9 @@ def load_bag_recordings(paths: Sequence[str | Path], command_topic: str = COMMAN
             raise RecordingError(f"cannot read bag {path}: {err}") from err
         if state is None:
             raise RecordingError(f"bag {path} has no topic {state_topic}: nothing to fit the commands against")
+        check_recording(command.time, command.position, f"bag {path} {command_topic}", command.names, error=RecordingError)
+        check_recording(state.time, state.position, f"bag {path} {state_topic}", state.names, allow_nan=True,
+                        error=RecordingError)
         out.append(_on_command_times(path.stem, command, state, str(path)))
     return out
 

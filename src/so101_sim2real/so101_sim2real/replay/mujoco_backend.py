@@ -45,6 +45,7 @@ __all__ = [
     "CommandFilter",
     "replay_trajectory",
     "RealTimePacer",
+    "route_mujoco_warnings",
 ]
 
 _LOG = logging.getLogger(__name__)
@@ -59,6 +60,22 @@ DEFAULT_FORCE_LIMIT = 3.35
 
 SAMPLE_MODES = ("physics", "control")
 _OPEN_LOOP_CHUNK = 2000  # physics steps per rollout call without a filter (10 s at 200 Hz): progress granularity
+
+# MuJoCo's warnings that mean the state blew up: MuJoCo then resets the data, and a replay would go on from the
+# reset pose as if nothing happened (a frozen sim).
+_INSTABILITY = (mujoco.mjtWarning.mjWARN_BADQPOS, mujoco.mjtWarning.mjWARN_BADQVEL, mujoco.mjtWarning.mjWARN_BADQACC)
+
+
+def _log_mujoco_warning(message: str) -> None:
+    _LOG.warning("MuJoCo: %s", message)
+
+
+def route_mujoco_warnings() -> None:
+    """Send MuJoCo's warnings to this module's logger (the console, the node's log) unless the application
+    installed its own handler; MuJoCo's default handler writes them to ./MUJOCO_LOG.TXT, out of sight."""
+    if mujoco.get_mju_user_warning() is None:
+        mujoco.set_mju_user_warning(_log_mujoco_warning)
+
 
 CommandFilter = Callable[[float, np.ndarray, np.ndarray, np.ndarray], np.ndarray]
 """``(time, target, position, velocity) -> applied target``, called once per control step (all rad,
@@ -165,6 +182,7 @@ class MujocoSim:
     """One simulated SO-101: state, stepping, and fast replays. Not thread-safe."""
 
     def __init__(self, config: MujocoSimConfig | None = None) -> None:
+        route_mujoco_warnings()
         self.config = config or MujocoSimConfig()
         self.model = build_model(self.config)
         self.data = mujoco.MjData(self.model)
@@ -275,6 +293,8 @@ class MujocoSim:
         mujoco.mj_getState(self.model, self.data, state, self._state_spec)
         if self._rollout_data is None:
             self._rollout_data = mujoco.MjData(self.model)
+        warnings = self._rollout_data.warning
+        seen = [warnings[kind].number for kind in _INSTABILITY]
         for start in range(0, steps, chunk):
             stop = min(start + chunk, steps)
             block = ctrl[start:stop]
@@ -285,6 +305,14 @@ class MujocoSim:
                 block[:, self._actuator_index] = self._vector(applied, "filtered command")
             states, block_sensors = mujoco.rollout.rollout(self.model, self._rollout_data, state, block[None],
                                                            control_spec=self._ctrl_spec)
+            for kind, before in zip(_INSTABILITY, seen, strict=True):
+                if warnings[kind].number > before:
+                    dof = warnings[kind].lastinfo  # every joint of the arm is a hinge: one qpos, one dof
+                    joint = self.model.joint(int(self.model.dof_jntid[dof])).name if 0 <= dof < self.model.nv else "?"
+                    raise MujocoSimError(
+                        f"MuJoCo: the simulation became unstable between t={step_time[start]:.3f} and "
+                        f"{step_time[stop - 1]:.3f} s on {joint} ({mujoco.mju_warningText(kind, dof)}) and reset "
+                        "itself: the commands or the initial state are not plausible for the arm")
             sensors[start:stop] = block_sensors[0]
             state = states[0, -1]
             mujoco.mj_setState(self.model, self.data, state, self._state_spec)

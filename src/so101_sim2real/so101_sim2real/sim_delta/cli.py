@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from so101_common.atomic_output import write_text_atomically
 from so101_sim2real.sim_delta import SIM_DELTA_KINDS
 from so101_sim2real.sim_delta.evaluate import Evaluation
 
@@ -90,6 +91,6 @@ def run(args: argparse.Namespace) -> int:
         if arch != args.arch:
             out.unlink()  # comparison models are measured, not shipped
     report_path = args.report or args.out.with_suffix(".json")
-    report_path.write_text(json.dumps(report, indent=1))
+    write_text_atomically(report_path, json.dumps(report, indent=1))
     print(f"wrote {args.out} and {report_path}")
     return 0

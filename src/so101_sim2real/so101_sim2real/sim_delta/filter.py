@@ -3,7 +3,10 @@
 Called once per control tick by :meth:`so101_sim2real.replay.mujoco_backend.MujocoSim.simulate` with the
 tick's time, the held nominal command and the simulated state. It knows the whole command stream
 (the replay does), so it hands the model the current command and the ``future_steps − 1`` after it,
-chosen with the same zero-order hold as the simulator. Δ is clipped to the model's bounds. The
+chosen with the same zero-order hold as the simulator. Δ is clipped to the model's bounds (ticks where the
+model asked for more are counted in :attr:`SimDeltaFilter.out_of_bounds`). A non-finite Δ applies the
+nominal command and is counted, or, with ``stop_on_fault`` (``so101 replay``), raises :class:`SimDeltaFault`:
+a replay must not quietly turn into an uncompensated one. The
 history is warm from the first tick (front-padded with the first row, as in training). A recurrent
 model (``metadata.state_size > 0``) holds its state in its runtime: the filter takes the model's
 ``reset_state`` and starts the stream with it, so one loaded model serves one filter at a time.
@@ -20,7 +23,7 @@ import numpy as np
 
 from so101_gaponet.metadata import GapModelMetadata
 
-__all__ = ["DeltaFunction", "SimDeltaFilter"]
+__all__ = ["DeltaFunction", "SimDeltaFault", "SimDeltaFilter"]
 
 _log = logging.getLogger(__name__)
 
@@ -30,11 +33,15 @@ DeltaFunction = Callable[[np.ndarray, np.ndarray], np.ndarray]
 Both inputs are the filter's own buffers, rewritten every tick: read them during the call, copy to keep them."""
 
 
+class SimDeltaFault(ValueError):
+    """The model gave a non-finite Δ (raised with ``stop_on_fault``)."""
+
+
 class SimDeltaFilter:
     """Per-tick ``a + Δ`` for one command stream; record of the Δ applied per tick in :attr:`deltas`."""
 
     def __init__(self, delta: DeltaFunction, metadata: GapModelMetadata, command_time: np.ndarray,
-                 command: np.ndarray, reset_state: Callable[[], None] | None = None) -> None:
+                 command: np.ndarray, reset_state: Callable[[], None] | None = None, stop_on_fault: bool = False) -> None:
         if metadata.state_size and reset_state is None:
             raise ValueError("a recurrent sim-delta model needs its reset_state (e.g. GapModel.reset_state) to start a stream")
         if reset_state is not None:
@@ -54,6 +61,8 @@ class SimDeltaFilter:
         self._previous: np.ndarray | None = None
         self.deltas: list[np.ndarray] = []
         self.faults = 0  # ticks where the model gave a non-finite Δ (logged; the nominal command was applied)
+        self.out_of_bounds = 0  # ticks where the model asked for a Δ beyond its bounds (clipped)
+        self.stop_on_fault = stop_on_fault
 
     def __call__(self, time: float, target: np.ndarray, position: np.ndarray, velocity: np.ndarray) -> np.ndarray:
         held = bisect.bisect_right(self._time, time + 1e-9) - 1  # the simulator's zero-order hold
@@ -73,11 +82,17 @@ class SimDeltaFilter:
         upcoming = self._upcoming
         upcoming[:] = self._command[held:held + self._future]
         upcoming[0] = target  # the tick's own command (equal to the held row; the simulator's copy is authoritative)
-        delta = np.minimum(np.maximum(self._delta(ring, upcoming), self._lower), self._upper)
+        wanted = self._delta(ring, upcoming)
+        delta = np.minimum(np.maximum(wanted, self._lower), self._upper)
         if not math.isfinite(np.add.reduce(delta)):
             self.faults += 1
+            if self.stop_on_fault:
+                raise SimDeltaFault(f"the sim-delta model returned a non-finite Δ {np.asarray(wanted).tolist()} at "
+                                    f"t={time:.3f} s")
             _log.warning("sim-delta model returned non-finite Δ at t=%.3f s (%d so far); applying the nominal command",
                          time, self.faults)
             delta = np.zeros_like(delta)
+        elif not np.array_equal(delta, wanted):
+            self.out_of_bounds += 1
         self.deltas.append(delta)
         return target + delta

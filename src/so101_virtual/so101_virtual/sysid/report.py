@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from so101_common.atomic_output import staged_folder
 from so101_common.joints import ARM_JOINT_NAMES, JOINT_NAMES
 from so101_virtual.sysid.fit import FitResult
 from so101_virtual.sysid.metrics import state_rmse, tracking_lag, tracking_rmse
@@ -111,9 +112,9 @@ def _plot(path: Path, recording: Recording, fitted: np.ndarray, base: np.ndarray
 def write_report(folder: str | Path, result: FitResult, rows: Sequence[JointComparison],
                  recordings: Sequence[Recording], fitted: Sequence[np.ndarray], base: Sequence[np.ndarray],
                  command_line: str = "") -> list[Path]:
-    """``fit_report.json`` and ``fit_report.png`` (the evaluation recording where the arm moves most)."""
+    """``fit_report.json`` and ``fit_report.png`` (the evaluation recording where the arm moves most): complete or
+    absent (written under a temporary name, published when both are written, the JSON last)."""
     folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
     data = {
         "command": command_line,
         "profile": result.profile.name,
@@ -127,13 +128,12 @@ def write_report(folder: str | Path, result: FitResult, rows: Sequence[JointComp
                       "fitted": dict(zip(JOINT_NAMES, result.fitted_error.tolist(), strict=True))},
         "parameters": {"initial": result.initial.overlay(), "fitted": result.fitted.overlay()},
     }
-    json_path = folder / "fit_report.json"
-    json_path.write_text(json.dumps(data, indent=2, allow_nan=True) + "\n")
-    paths = [json_path]
-    if recordings:
-        motion = [float(np.abs(np.diff(r.command[:, _ARM], axis=0)).sum()) for r in recordings]
-        k = int(np.argmax(motion))
-        png = folder / "fit_report.png"
-        _plot(png, recordings[k], fitted[k], base[k])
-        paths.append(png)
-    return paths
+    names = ["fit_report.json"]
+    with staged_folder(folder, marker="fit_report.json") as staging:
+        (staging / "fit_report.json").write_text(json.dumps(data, indent=2, allow_nan=True) + "\n")
+        if recordings:
+            motion = [float(np.abs(np.diff(r.command[:, _ARM], axis=0)).sum()) for r in recordings]
+            k = int(np.argmax(motion))
+            _plot(staging / "fit_report.png", recordings[k], fitted[k], base[k])
+            names.append("fit_report.png")
+    return [folder / name for name in names]

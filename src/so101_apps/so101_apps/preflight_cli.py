@@ -6,8 +6,9 @@
 
 One line per check (pass / warn / fail / skip, the measured value and its limit), a JSON report
 ``OUT/preflight.json``, exit status 1 when a check failed. The arm moves slowly inside its limits, from where it
-is to a check pose and back (about 40 s in all); on a real arm the preflight says so and waits for Enter first
-(``--yes``: do not wait). What each check means: ``src/so101_driver/README.md`` (Preflight).
+is to a check pose and back (under a minute in all); on a real arm the preflight says so and waits for Enter first
+(``--yes``: do not wait). Its nodes join the ROS environment it is started in (``--isolated``: a private loopback
+domain). What each check means: ``src/so101_driver/README.md`` (Preflight).
 """
 
 from __future__ import annotations
@@ -15,9 +16,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from so101_apps import ros_environment
 from so101_apps.preflight.flow import PreflightOptions, run_preflight
 from so101_apps.preflight.report import CheckResult
-from so101_ros.ros_env import apply_private_ros_env
 
 __all__ = ["add_arguments", "run"]
 
@@ -34,6 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="check the joints gravity does not load (pan, wrist roll, gripper) by eye: each turns a "
                              "little and you answer what you saw")
     parser.add_argument("--yes", action="store_true", help="real arm: do not wait for Enter before the arm moves")
+    ros_environment.add_arguments(parser)
 
 
 def _ask(question: str) -> bool:
@@ -54,13 +56,12 @@ def _print(result: CheckResult) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.robot == "real" and not args.port:
         raise ValueError("--robot real needs --port (the arm's serial device)")
-    if args.robot == "virtual":
-        apply_private_ros_env()  # the virtual arm's graph stays on this machine
     options = PreflightOptions(robot=args.robot, port=args.port, calibration_file=args.calibration_file,
                                profile=args.profile, out=args.out, confirm=_ask if args.confirm else None,
                                before_moving=_wait if args.robot == "real" and not args.yes else None)
     arm = f"virtual SO-101 (profile {args.profile})" if args.robot == "virtual" else f"SO-101 on {args.port}"
     print(f"== preflight: {arm}", flush=True)
+    ros_environment.join(args)
     report = run_preflight(options, _print)
     print(f"\n{report.summary()}\nreport: {args.out / 'preflight.json'}")
     return 0 if report.passed else 1

@@ -13,7 +13,7 @@ setup(
     install_requires=["setuptools"],
     zip_safe=False,
     description="The so101 command line and the application flows: demo, recorded motion sessions, run-motion, "
-                "compensator training, gap-profile fitting and benchmarks.",
+                "compensator training, gap-profile fitting, the preflight checklist and benchmarks.",
     license="Apache-2.0",
     extras_require={"test": ["pytest"]},
     entry_points={

@@ -12,7 +12,10 @@ and read by the physics side for the electrical faults:
 * ``set_voltage_sag(volts, id=None)``: supply sag, data for the physics side
   (:meth:`FaultInjector.voltage_sag`) which lowers ``Present_Voltage`` and the available torque;
 * ``set_extra_latency(seconds)``: added to every reply's delay (a slow adapter or hub);
-* ``clear()``: all of the above back to normal.
+* ``heat(id, celsius)``: that servo's winding is at ``celsius`` from the next physics step on (a servo hot from
+  earlier work, or in a hot enclosure); the physics side takes it once (:meth:`FaultInjector.take_heat`) and the
+  winding then cools by the servo's thermal model;
+* ``clear()``: all of the above back to normal (a heated servo keeps cooling from where it is).
 
 From outside the process (``so101 virtual-bus --faults-socket PATH``),
 :class:`FaultControlServer` serves the same operations as JSON lines on a UNIX socket; see its
@@ -58,6 +61,7 @@ class FaultInjector:
             self._sag_all = 0.0
             self._sag: dict[int, float] = {}
             self._extra_latency = 0.0
+            self._heat: dict[int, float] = {}
 
     def drop_next(self, count: int = 1) -> None:
         with self._lock:
@@ -112,6 +116,14 @@ class FaultInjector:
         with self._lock:
             self._extra_latency = seconds
 
+    def heat(self, servo_id: int, celsius: float) -> None:
+        """Set ``servo_id``'s winding temperature to ``celsius`` at the next physics step."""
+        celsius = float(celsius)
+        if not -20.0 <= celsius <= 150.0:
+            raise ValueError(f"temperature {celsius} °C out of range -20..150")
+        with self._lock:
+            self._heat[int(servo_id)] = celsius
+
     # ----------------------------------------------------------------- queries
     def is_unplugged(self, servo_id: int) -> bool:
         with self._lock:
@@ -129,6 +141,12 @@ class FaultInjector:
         """Volts to subtract from the supply seen by ``servo_id`` (or the bus-wide sag)."""
         with self._lock:
             return self._sag_all + (self._sag.get(servo_id, 0.0) if servo_id is not None else 0.0)
+
+    def take_heat(self) -> dict[int, float]:
+        """The pending :meth:`heat` requests (servo id → °C), handed to the physics once."""
+        with self._lock:
+            pending, self._heat = self._heat, {}
+            return pending
 
     @property
     def extra_latency(self) -> float:
@@ -169,6 +187,7 @@ class FaultInjector:
                 "voltage_sag": self._sag_all,
                 "voltage_sag_per_servo": {str(k): v for k, v in sorted(self._sag.items())},
                 "extra_latency": self._extra_latency,
+                "heat_pending": {str(k): v for k, v in sorted(self._heat.items())},
             }
 
 
@@ -217,6 +236,8 @@ def _apply(faults: FaultInjector, command: dict[str, Any]) -> dict[str, Any]:
         faults.set_voltage_sag(command["volts"], None if servo_id is None else int(servo_id))
     elif op == "extra_latency":
         faults.set_extra_latency(command["seconds"])
+    elif op == "heat":
+        faults.heat(int(command["id"]), command["celsius"])
     else:
         raise ValueError(f"unknown op {op!r}")
     return {"ok": True, "state": faults.state()}
@@ -233,7 +254,7 @@ class FaultControlServer:
         {"op": "corrupt_next", "count": 1}           {"op": "corrupt_fraction", "fraction": 0.05}
         {"op": "unplug", "id": 3}                    {"op": "plug", "ids": [3, 4]}
         {"op": "error_bits", "id": 2, "bits": 32}    {"op": "voltage_sag", "volts": 2.5[, "id": 1]}
-        {"op": "extra_latency", "seconds": 0.002}
+        {"op": "extra_latency", "seconds": 0.002}    {"op": "heat", "id": 4, "celsius": 65}
 
     Try it with ``echo '{"op":"unplug","id":3}' | socat - UNIX-CONNECT:PATH`` or
     :func:`send_fault_command`. A stale socket file at ``path`` is replaced; the file is removed on

@@ -282,6 +282,10 @@ class ArmPhysics:
         """Winding temperatures, °C."""
         return np.array([s.temperature for s in self._fw])
 
+    def set_temperature(self, index: int, celsius: float) -> None:
+        """Put servo ``index``'s winding at ``celsius`` (it cools or heats from there by its thermal model)."""
+        self._fw[index] = self._fw[index]._replace(temperature=float(celsius))
+
     def voltages(self) -> np.ndarray:
         """Supply voltage at each servo now, V."""
         return np.array(self._volts)

@@ -228,6 +228,12 @@ class VirtualSO101:
         with self._lock:
             if self.faults is not None:
                 physics.voltage_sag = [self.faults.voltage_sag(m.servo_id) for m in self.memories]
+                heat = self.faults.take_heat()
+                if heat:
+                    index = {m.servo_id: i for i, m in enumerate(self.memories)}
+                    for servo_id, celsius in heat.items():
+                        if servo_id in index:  # an id no servo has heats nothing
+                            physics.set_temperature(index[servo_id], celsius)
             if self.motion is None:
                 physics.step(duration)
                 return

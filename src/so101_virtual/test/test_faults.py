@@ -131,9 +131,11 @@ def test_control_socket(tmp_path) -> None:
         send_fault_command(path, {"op": "error_bits", "id": 1, "bits": 32})
         send_fault_command(path, {"op": "voltage_sag", "volts": 2.0})
         send_fault_command(path, {"op": "drop_next", "count": 2})
+        send_fault_command(path, {"op": "heat", "id": 4, "celsius": 65})
         state = send_fault_command(path, {"op": "extra_latency", "seconds": 0.001})
         assert faults.unplugged() == {2, 3} and faults.error_bits(1) == 32 and faults.voltage_sag() == 2.0
-        assert state["drop_next"] == 2 and state["extra_latency"] == 0.001
+        assert state["drop_next"] == 2 and state["extra_latency"] == 0.001 and state["heat_pending"] == {"4": 65.0}
+        assert faults.take_heat() == {4: 65.0} and faults.take_heat() == {}  # the physics takes it once
         with pytest.raises(FaultCommandError, match="unknown op"):
             send_fault_command(path, {"op": "explode"})
         with pytest.raises(FaultCommandError, match="fraction"):

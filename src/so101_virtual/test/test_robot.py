@@ -232,6 +232,16 @@ def test_voltage_sag_fault_reaches_the_servos():
     assert volts[1] == 100 and volts[3] == 90
 
 
+def test_heat_fault_puts_one_servo_at_a_temperature_and_it_cools_from_there():
+    robot = VirtualSO101("default")
+    robot.faults.heat(4, 65.0)
+    robot.step(0.01)
+    temps = {m.servo_id: m.get(Register.Present_Temperature) for m in robot.memories}
+    assert temps[4] == 65 and all(t == 25 for i, t in temps.items() if i != 4)
+    robot.step(30.0)  # the winding cools towards the ambient 25 °C (thermal time constant 300 s)
+    assert 25 < robot.memory(4).get(Register.Present_Temperature) < 65
+
+
 def test_real_time_thread_keeps_wall_time():
     with VirtualSO101("default", time_scale=1.0) as robot:
         robot.start()

@@ -21,9 +21,11 @@ from so101_policy.parameters import PolicyParameters
 from so101_recorder.parameters import RecorderParameters
 from so101_ros.node_params import descriptor
 from so101_safety.config import JointOverride, NodeOptions, SafetyConfig
+from so101_sim2real.twin_parameters import TwinParameters
 
 ROOT = Path(__file__).resolve().parents[1]
-DATACLASSES = [FollowerParameters, ArmParameters, RecorderParameters, PolicyParameters, MotionPlayerParameters]
+DATACLASSES = [FollowerParameters, ArmParameters, RecorderParameters, PolicyParameters, MotionPlayerParameters,
+               TwinParameters]
 YAML_FILES = {"driver.yaml": FollowerParameters, "leader.yaml": ArmParameters, "recorder.yaml": RecorderParameters,
               "policy.yaml": PolicyParameters}
 # the safety filter's parameters come from its core's pydantic config models (overrides nested per joint)

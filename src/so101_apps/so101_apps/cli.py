@@ -42,6 +42,8 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
     Subcommand("fit-profile", "so101_apps.fit_profile",
                "fit a gap profile (the virtual SO-101's physics) to recordings of a real arm"),
     Subcommand("analyze", "so101_sim2real.cli.analyze", "gap metrics and an HTML/PNG report for a paired dataset"),
+    Subcommand("twin-band", "so101_sim2real.cli.twin_band",
+               "record the band of each joint's rolling gap on this arm (the live twin's band_file)"),
     Subcommand("train-gaponet", "so101_fleet.train_cli",
                "train a GapONet compensator on paired datasets and export it (--ray-address/--workers: on Ray)"),
     Subcommand("train-compensator", "so101_apps.train_compensator",

@@ -87,6 +87,9 @@ class GraphOptions:
     bag_root: str | None = None
     task: str | None = None
     gap_profile: str | None = None
+    twin: bool | None = None  # deploy: the live gap twin beside the arm (recorded with each episode)
+    twin_band_file: str | None = None  # the twin's band file ('' = no band check)
+    twin_sim_delta_model: str | None = None  # the twin's sim-delta model ('' = nominal MuJoCo)
 
     def arguments(self, graph: Graph) -> dict[str, str]:
         """The options that are set, as ``graph``'s launch arguments (those it declares)."""

@@ -111,7 +111,7 @@ def run_session(label: str, opts: GraphOptions, motions: Sequence[MotionSpec], p
             player = graph.node(MOTION_PLAYER, MotionPlayerNode)
             monitor = DeployMonitor(player)
             recorder = graph.node(RECORDER, RecorderNode)
-            wanted = (topics.JOINT_STATES, topics.JOINT_COMMAND, topics.POLICY_COMMAND)
+            wanted: tuple[str, ...] = (topics.JOINT_STATES, topics.JOINT_COMMAND, topics.POLICY_COMMAND)
             if opts.twin:  # each episode holds the twin from its first sample: the bag is paired throughout
                 wanted += (topics.TWIN_STATES, topics.TWIN_GAP, topics.TWIN_GAP_RMSE)
             for spec in motions:

@@ -32,6 +32,8 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
     Subcommand("demo", "so101_apps.demo", "run the main job on the embedded default robot (virtual SO-101 + MuJoCo)"),
     Subcommand("run-motion", "so101_apps.run_motion",
                "play motion files through the deploy chain on the virtual or real arm and record them (bag or SAGE)"),
+    Subcommand("monitor", "so101_apps.monitor",
+               "watch a running arm live: the gap twin and, with --web, the arm, its command and twin in a browser"),
     Subcommand("virtual-bus", "so101_virtual.cli", "serve a virtual SO-101 (STS3215 protocol) on a pseudo-terminal"),
     Subcommand("scan", "so101_driver.scan_cli", "find Feetech servos on a port (ids, models, baud rates)"),
     Subcommand("calibrate", "so101_driver.calibrate_cli", "run LeRobot's calibration procedure and write its JSON"),

@@ -49,6 +49,7 @@ __all__ = ["DeployMonitor", "run_session", "DRIVER"]
 
 DRIVER = "so101_driver"  # the deploy graph's driver, by its node name
 TWIN = "twin"  # the live gap twin (deploy graph, twin:=true)
+WEB_VIEW = "web_view"  # the live web view (deploy graph, web:=true)
 MOTION_PLAYER = "motion_player"
 RECORDER = "recorder"
 DRIVER_RATE_KEY = "configured_rate_hz"  # in the driver's bus entry on /diagnostics (so101_driver.health)
@@ -103,10 +104,11 @@ def run_session(label: str, opts: GraphOptions, motions: Sequence[MotionSpec], p
     recorded: dict[str, RecordedMotion] = {}
     try:
         # the motion player in the policy's seat, recording every episode; the driver in its own process, as a
-        # launch runs it: its bus cycle does not wait on the other nodes' callbacks; the twin (a monitor) too, at a
-        # lower priority: it never holds the chain's callbacks nor takes the CPU from the driver and the arm
+        # launch runs it: its bus cycle does not wait on the other nodes' callbacks; the twin and the web view
+        # (monitors) too, at a lower priority: they never hold the chain's callbacks nor take the CPU from the driver
+        # and the arm
         opts = replace(opts, command_source="motion", motion=motions[0].source, record=True)
-        monitors = {TWIN} if opts.twin else set()
+        monitors = {name for name, wanted in ((TWIN, opts.twin), (WEB_VIEW, opts.web)) if wanted}
         with ComposedGraph(deploy_graph(opts), own_process={DRIVER, *monitors}, low_priority=monitors) as graph:
             player = graph.node(MOTION_PLAYER, MotionPlayerNode)
             monitor = DeployMonitor(player)

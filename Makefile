@@ -10,7 +10,7 @@ ENV_DEPS := scripts/bootstrap_env.sh requirements/constraints.txt requirements/l
 help:
 	@echo "make env     create/update the pinned environment in $(VENV)"
 	@echo "make test    environment + lint + type check + every test (what CI runs)"
-	@echo "make demo    the main job on the embedded default (virtual SO-101 + MuJoCo)"
+	@echo "make demo    the main job on the embedded default (virtual SO-101 + MuJoCo), with its live gap twin and web view"
 	@echo "make bench   control-path benchmarks as JSON lines"
 	@echo "make docs    regenerate the READMEs' parts derived from the code (tables, formats, schemas)"
 	@echo "make lint    ruff and mypy over the whole tree"
@@ -25,7 +25,7 @@ test: $(STAMP)
 	VENV=$(VENV) bash scripts/run_tests.sh
 
 demo: $(STAMP)
-	VENV=$(VENV) bash scripts/with_env.sh so101 demo
+	VENV=$(VENV) bash scripts/with_env.sh so101 demo --web
 
 bench: $(STAMP)
 	VENV=$(VENV) bash scripts/with_env.sh so101 bench --isolated

@@ -29,6 +29,21 @@ if [ -n "$unexpected" ]; then
   echo "WARNING: dependency conflicts besides lerobot's expected torch pins:" >&2
   echo "$unexpected" >&2
 fi
+if [ ! -x /usr/bin/chromium ]; then
+  # the web view's browser test (src/so101_apps/test/test_web_view.py) runs Debian's headless chromium through
+  # playwright (playwright's own browser download needs the network); installed where apt can, else the test
+  # fails saying so
+  if command -v apt-get >/dev/null; then
+    SUDO=()
+    [ "$(id -u)" -eq 0 ] || SUDO=(sudo -n)
+    echo "== Debian's chromium (the web view's browser test)"
+    "${SUDO[@]}" apt-get install -y -qq chromium >/dev/null 2>&1 \
+      || { "${SUDO[@]}" apt-get update -qq >/dev/null 2>&1 && "${SUDO[@]}" apt-get install -y -qq chromium >/dev/null 2>&1; } \
+      || echo "WARNING: could not install chromium with apt-get (root or sudo needed): the web view's browser test will fail" >&2
+  else
+    echo "WARNING: no /usr/bin/chromium and no apt-get: install Debian's chromium for the web view's browser test" >&2
+  fi
+fi
 echo "== workspace packages (editable)"
 pkgs=()
 for setup in src/*/setup.py; do pkgs+=(-e "$(dirname "$setup")"); done

@@ -130,6 +130,8 @@ def test_a_node_in_its_own_process_that_cannot_start_says_why(tmp_path: Path) ->
     specs = deploy_graph(GraphOptions(port=str(tmp_path / "no_such_port"), compensation=False, autostart_motion=False))
     with pytest.raises(ValueError, match="does not have"):
         ComposedGraph(specs, own_process={"Driver"})
+    with pytest.raises(ValueError, match=r"low_priority names nodes not run in their own process: \['safety_filter'\]"):
+        ComposedGraph(specs, own_process={"so101_driver"}, low_priority={"safety_filter"})
     graph = ComposedGraph([s for s in specs if s.key == "so101_driver"], own_process={"so101_driver"}).start()
     try:
         assert deploy.wait_for(lambda: graph.children["so101_driver"].poll() is not None, timeout=deploy.STARTUP_TIMEOUT)

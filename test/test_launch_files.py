@@ -87,6 +87,23 @@ def test_deploy_overrides_and_remappings_reach_the_launch(monkeypatch: pytest.Mo
     assert nodes["recorder"][6]["task"] == "deploy"
 
 
+def test_the_twin_runs_in_the_monitor_graph_and_on_request_in_deploy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Known answers: the monitor graph runs the gap twin on the policy's commands (remappable), deploy only
+    with twin:=true, each with the band file and sim-delta model the user gives."""
+    def twins(graph: str, arguments: dict[str, str]) -> list[tuple]:
+        started = fake_launch.evaluate(_launch(GRAPHS[graph], monkeypatch), arguments, _share)
+        return [s for s in started if s[0] == "node" and s[1:3] == ("so101_sim2real", "twin")]
+
+    (monitor,) = twins("monitor", {"twin_band_file": "/b.yaml"})
+    assert monitor[3] == "twin" and monitor[6]["band_file"] == "/b.yaml" and monitor[6]["sim_delta_model"] == ""
+    assert monitor[7] == (("policy/joint_command", "policy/joint_command"),)
+    (remapped,) = twins("monitor", {"twin_command_topic": "joint_command"})
+    assert remapped[7] == (("policy/joint_command", "joint_command"),)
+    assert twins("deploy", {"hardware": "real"}) == []
+    (deploy,) = twins("deploy", {"hardware": "real", "twin": "true", "twin_sim_delta_model": "/m.onnx"})
+    assert deploy[6]["sim_delta_model"] == "/m.onnx"
+
+
 def test_launch_conditions_use_no_deprecated_class() -> None:
     source = (ROOT / "src" / "so101_bringup" / "so101_bringup" / "launch_graph.py").read_text()
     assert "LaunchConfigurationEquals" not in {n.id for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Name)}

@@ -14,6 +14,7 @@ import yaml
 from rcl_interfaces.msg import ParameterType
 from rclpy.context import Context
 
+from so101_apps.web_view import WebViewConfig
 from so101_common.parameters import ParameterSpec, parameter_specs
 from so101_driver.parameters import ArmParameters, FollowerParameters
 from so101_policy.motions import MotionPlayerParameters
@@ -21,9 +22,11 @@ from so101_policy.parameters import PolicyParameters
 from so101_recorder.parameters import RecorderParameters
 from so101_ros.node_params import descriptor
 from so101_safety.config import JointOverride, NodeOptions, SafetyConfig
+from so101_sim2real.twin_parameters import TwinParameters
 
 ROOT = Path(__file__).resolve().parents[1]
-DATACLASSES = [FollowerParameters, ArmParameters, RecorderParameters, PolicyParameters, MotionPlayerParameters]
+DATACLASSES = [FollowerParameters, ArmParameters, RecorderParameters, PolicyParameters, MotionPlayerParameters,
+               TwinParameters, WebViewConfig]
 YAML_FILES = {"driver.yaml": FollowerParameters, "leader.yaml": ArmParameters, "recorder.yaml": RecorderParameters,
               "policy.yaml": PolicyParameters}
 # the safety filter's parameters come from its core's pydantic config models (overrides nested per joint)

@@ -28,6 +28,8 @@ ROSDEP_KEYS = {
     "fsspec": "python3-fsspec", "ray": "python3-ray-pip", "backports": "python3-backports-zstd-pip",
     # pip's grpcio, pinned with LeRobot (its generated gRPC stubs need grpcio >= 1.73.1)
     "grpc": "python3-grpcio-pip",
+    # the web view's viewer and server (pinned with LeRobot, which logs to rerun too); the browser test's driver
+    "rerun": "python3-rerun-sdk-pip", "playwright": "python3-playwright-pip",
 }
 # Not rosdep keys: Isaac Sim's own Python (the bridge script runs inside Isaac Sim, see so101_sim2real/isaac);
 # ``compression`` is the standard library from Python 3.14 (``compression.zstd``, with a backports fallback).

@@ -19,6 +19,7 @@ setup(
     entry_points={
         "console_scripts": [
             'so101 = so101_apps.cli:main',
+            'web_view = so101_apps.web_view_node:main',
         ],
     },
 )

@@ -18,7 +18,8 @@ setup(
     entry_points={
         "console_scripts": [
             'replay = so101_sim2real.replay_node:main',
-            'mujoco_bridge = so101_sim2real.mujoco_bridge_node:main'
+            'mujoco_bridge = so101_sim2real.mujoco_bridge_node:main',
+            'twin = so101_sim2real.twin_node:main'
         ],
     },
 )

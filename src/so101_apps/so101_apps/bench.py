@@ -36,6 +36,7 @@ BENCHES: tuple[Bench, ...] = (
     Bench("so101_recorder.bench"),
     Bench("so101_sim2real.bench"),
     Bench("so101_sim2real.sim_delta.bench", "so101_sim_delta.onnx"),
+    Bench("so101_apps.bench_twin", "so101_sim_delta.onnx"),
     Bench("so101_fleet.bench"),
     Bench("so101_apps.bench_chain"),
     Bench("so101_apps.bench_flood"),

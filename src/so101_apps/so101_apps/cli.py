@@ -35,6 +35,8 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
     Subcommand("preflight", "so101_apps.preflight_cli",
                "the deployment checklist on the virtual or real arm: servos, supply, bus, calibration vs the URDF, "
                "safety limits, e-stop and watchdog"),
+    Subcommand("monitor", "so101_apps.monitor",
+               "watch a running arm live: the gap twin and, with --web, the arm, its command and twin in a browser"),
     Subcommand("virtual-bus", "so101_virtual.cli", "serve a virtual SO-101 (STS3215 protocol) on a pseudo-terminal"),
     Subcommand("scan", "so101_driver.scan_cli", "find Feetech servos on a port (ids, models, baud rates)"),
     Subcommand("calibrate", "so101_driver.calibrate_cli", "run LeRobot's calibration procedure and write its JSON"),
@@ -45,6 +47,8 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
     Subcommand("fit-profile", "so101_apps.fit_profile",
                "fit a gap profile (the virtual SO-101's physics) to recordings of a real arm"),
     Subcommand("analyze", "so101_sim2real.cli.analyze", "gap metrics and an HTML/PNG report for a paired dataset"),
+    Subcommand("twin-band", "so101_sim2real.cli.twin_band",
+               "record the band of each joint's rolling gap on this arm (the live twin's band_file)"),
     Subcommand("train-gaponet", "so101_fleet.train_cli",
                "train a GapONet compensator on paired datasets and export it (--ray-address/--workers: on Ray)"),
     Subcommand("train-compensator", "so101_apps.train_compensator",

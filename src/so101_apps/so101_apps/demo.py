@@ -63,6 +63,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--epochs", type=int, default=30, help="GapONet training epochs in the loop (default 30)")
     parser.add_argument("--print-period", type=float, default=1.0, help="seconds between live joint-state lines")
     parser.add_argument("--no-analysis", action="store_true", help="stop after recording (no replay/pair/report)")
+    parser.add_argument("--web", action="store_true",
+                        help="serve the live web view while it runs (the arm, its command and twin in 3D, plots, "
+                             "servo telemetry): open the URL it prints in a browser")
+    parser.add_argument("--web-port", type=int, default=9090, help="HTTP port of the web view (default 9090)")
+    parser.add_argument("--no-twin", action="store_true",
+                        help="without the live gap twin (MuJoCo on the policy's commands beside the arm, recorded "
+                             "with each episode on twin/joint_states, twin/gap, twin/gap_rmse)")
 
 
 def _pair(bags: dict[str, Path], out: Path) -> PairedDataset:
@@ -103,7 +110,8 @@ def _train(dataset: Path, out: Path, epochs: int) -> Path:
 def _options(folder: Path, args: argparse.Namespace, compensation: bool, model: Path | None, task: str) -> GraphOptions:
     opts = GraphOptions(port="", compensation=compensation, motion=args.motion, motion_duration=args.duration,
                         autostart_motion=False, hold_start_pose=True, record=True,
-                        bag_root=str(folder / "bags"), task=task, gap_profile=args.profile)
+                        bag_root=str(folder / "bags"), task=task, gap_profile=args.profile, twin=not args.no_twin,
+                        web=args.web, web_port=args.web_port)
     return replace(opts, gaponet_model=str(model)) if model is not None else opts
 
 

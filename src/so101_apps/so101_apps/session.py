@@ -49,6 +49,8 @@ from so101_recorder.recorder_node import RecorderNode
 __all__ = ["DeployMonitor", "run_session", "DRIVER"]
 
 DRIVER = "so101_driver"  # the deploy graph's driver, by its node name
+TWIN = "twin"  # the live gap twin (deploy graph, twin:=true)
+WEB_VIEW = "web_view"  # the live web view (deploy graph, web:=true)
 MOTION_PLAYER = "motion_player"
 RECORDER = "recorder"
 DRIVER_RATE_KEY = "configured_rate_hz"  # in the driver's bus entry on /diagnostics (so101_driver.health)
@@ -105,17 +107,23 @@ def run_session(label: str, opts: GraphOptions, motions: Sequence[MotionSpec], p
     recorded: dict[str, RecordedMotion] = {}
     try:
         # the motion player in the policy's seat, recording every episode; the driver in its own process, as a
-        # launch runs it: its bus cycle does not wait on the other nodes' callbacks
+        # launch runs it: its bus cycle does not wait on the other nodes' callbacks; the twin and the web view
+        # (monitors) too, at a lower priority: they never hold the chain's callbacks nor take the CPU from the driver
+        # and the arm
         opts = replace(opts, command_source="motion", motion=motions[0].source, record=True)
-        with ComposedGraph(deploy_graph(opts), own_process={DRIVER}) as graph:
+        monitors = {name for name, wanted in ((TWIN, opts.twin), (WEB_VIEW, opts.web)) if wanted}
+        with ComposedGraph(deploy_graph(opts), own_process={DRIVER, *monitors}, low_priority=monitors) as graph:
             player = graph.node(MOTION_PLAYER, MotionPlayerNode)
             monitor = DeployMonitor(player)
             recorder = graph.node(RECORDER, RecorderNode)
+            wanted: tuple[str, ...] = (topics.JOINT_STATES, topics.JOINT_COMMAND, topics.POLICY_COMMAND)
+            if opts.twin:  # each episode holds the twin from its first sample: the bag is paired throughout
+                wanted += (topics.TWIN_STATES, topics.TWIN_GAP, topics.TWIN_GAP_RMSE)
             for spec in motions:
                 motion = loaded[spec.name]
                 player.set_motion(motion)
                 recorded[spec.name] = _record_motion(spec.name, motion.duration, player, monitor, recorder, graph,
-                                                     print_period)
+                                                     wanted, print_period)
                 if recorded[spec.name].faults:
                     raise ServoFaultStop(spec.name, recorded[spec.name].faults, recorded)
     finally:
@@ -125,12 +133,12 @@ def run_session(label: str, opts: GraphOptions, motions: Sequence[MotionSpec], p
 
 
 def _record_motion(name: str, duration: float, player: MotionPlayerNode, monitor: DeployMonitor,
-                   recorder: RecorderNode, graph: ComposedGraph, print_period: float) -> RecordedMotion:
+                   recorder: RecorderNode, graph: ComposedGraph, wanted: Sequence[str],
+                   print_period: float) -> RecordedMotion:
     # The arm first moves to the motion's start pose (the player holds it) and comes to rest there, the
-    # recorder discovers every topic and the driver has reported its rate; the episode then starts at rest,
-    # as a policy rollout would.
-    recorded_topics = {recorder.resolve_topic_name(t) for t in (topics.JOINT_STATES, topics.JOINT_COMMAND,
-                                                                topics.POLICY_COMMAND)}
+    # recorder discovers every wanted topic and the driver has reported its rate; the episode then starts at
+    # rest, as a policy rollout would.
+    recorded_topics = {recorder.resolve_topic_name(t) for t in wanted}
     watch = monitor.watch
 
     def ready() -> bool:

@@ -159,7 +159,7 @@ def test_a_driver_that_dies_mid_motion_ends_run_motion_with_its_exit_and_keeps_t
             process.kill()
             process.communicate()
     assert process.returncode == 1, stderr[-3000:]
-    assert "node so101_driver: exit status -9" in stderr
+    assert "node so101_driver: exit status -9" in stderr  # the driver by its node name (NodeSpec.key)
     (bag,) = [p for p in bags.iterdir() if p.is_dir()]
     episode = load_episode(bag)
     assert episode is not None and episode.status == "complete" and episode.stop_time_ns is not None

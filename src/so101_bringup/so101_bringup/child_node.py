@@ -1,5 +1,7 @@
-"""``python -m so101_bringup.child_node <parent pid> <module> [args...]``: a node's module run as ``__main__``
-in a child process that gets Ctrl-C when its parent dies, however the parent dies (Linux).
+"""``python -m so101_bringup.child_node [--nice N] <parent pid> <module> [args...]``: a node's module run as
+``__main__`` in a child process that gets Ctrl-C when its parent dies, however the parent dies (Linux).
+``--nice N`` lowers its scheduling priority by N first (a monitor that must never take the CPU from the
+control chain: the driver and the arm's bus answer first when the machine is busy).
 
 A driver left running by a killed parent would hold the arm's port and its last command, torque on; a Ctrl-C
 from the terminal reaches both anyway, a ``kill -9`` of the parent only this way. The child arms the signal
@@ -33,11 +35,17 @@ def stop_with_parent(parent_pid: int) -> None:
 
 
 def main() -> None:
-    if len(sys.argv) < 3:
-        sys.exit("usage: python -m so101_bringup.child_node <parent pid> <module> [arguments]")
-    parent, module, *args = sys.argv[1:]
+    argv = sys.argv[1:]
+    nice = 0
+    if argv[:1] == ["--nice"] and len(argv) > 1:
+        nice, argv = int(argv[1]), argv[2:]
+    if len(argv) < 2:
+        sys.exit("usage: python -m so101_bringup.child_node [--nice N] <parent pid> <module> [arguments]")
+    parent, module, *args = argv
     try:
         stop_with_parent(int(parent))
+        if nice:
+            os.nice(nice)
         sys.argv = [module, *args]
         runpy.run_module(module, run_name="__main__", alter_sys=True)
     except KeyboardInterrupt:

@@ -38,11 +38,15 @@ class ComposedGraph:
     parameter files, overrides and remappings), as a launch file runs every node; their output goes to this
     process's console, as a launch's ``output='screen'``. Why: one process runs
     its nodes' callbacks one at a time (the GIL); measured in the demo, the compensated deploy graph
-    delivered joint states at 75–82 % of the driver's rate in one process.
+    delivered joint states at 75–82 % of the driver's rate in one process. ``low_priority``: nodes of
+    ``own_process`` that run at a lower scheduling priority (nice +10: monitors such as the gap twin, which
+    must never take the CPU from the driver and the arm's bus on a busy machine).
     """
 
+    LOW_PRIORITY_NICE = 10
+
     def __init__(self, specs: list[NodeSpec], config: Path | None = None, namespace: str = "",
-                 own_process: Collection[str] = ()) -> None:
+                 own_process: Collection[str] = (), low_priority: Collection[str] = ()) -> None:
         self.specs = specs
         self.config_dir = config if config is not None else config_dir()  # for params_file names
         self.namespace = namespace  # every node (and so every relative topic) under it; "" = the root
@@ -50,6 +54,10 @@ class ComposedGraph:
         if unknown:
             raise ValueError(f"own_process names nodes the graph does not have: {sorted(unknown)}")
         self.own_process = frozenset(own_process)
+        if not set(low_priority) <= self.own_process:
+            raise ValueError(f"low_priority names nodes not run in their own process: "
+                             f"{sorted(set(low_priority) - self.own_process)}")
+        self.low_priority = frozenset(low_priority)
         self.context = Context()
         self.nodes: dict[str, Any] = {}  # the nodes run in this process, by node name (``node`` gives them typed)
         self._processes = NodeProcesses()
@@ -91,7 +99,8 @@ class ComposedGraph:
                 module_name, class_name = spec.factory.split(":")
                 ros_args = spec.ros_args(self.config_dir, self.namespace)
                 if spec.key in self.own_process:
-                    self._processes.start(spec.key, module_name, ros_args, spec.overrides)
+                    self._processes.start(spec.key, module_name, ros_args, spec.overrides,
+                                          self.LOW_PRIORITY_NICE if spec.key in self.low_priority else 0)
                     continue
                 node_class = getattr(importlib.import_module(module_name), class_name)
                 overrides = [Parameter(name, value=value) for name, value in spec.overrides.items()]

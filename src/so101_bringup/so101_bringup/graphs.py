@@ -304,6 +304,40 @@ TELEOP = Graph(
      _safety(topics.LEADER_STATES),
      _recorder()))
 
+_TWIN_ARGS = (
+    Arg("twin_band_file", "", "band of this arm's rolling gap (so101 twin-band): /diagnostics warns when a joint "
+        "leaves it; '' = no band check"),
+    Arg("twin_sim_delta_model", "", "sim-delta model the twin's MuJoCo is driven through (command + Δ); '' = the "
+        "nominal MuJoCo of the offline gap"),
+)
+
+
+def _twin(when: When | None, command_topic: Value = topics.POLICY_COMMAND) -> NodeDecl:
+    """The live gap twin: MuJoCo on the policy's commands beside the measured arm (so101_sim2real.twin_node)."""
+    return NodeDecl("so101_sim2real", "twin", "twin", "so101_sim2real.twin_node:TwinNode", None,
+                    {"band_file": LaunchArg("twin_band_file"), "sim_delta_model": LaunchArg("twin_sim_delta_model"),
+                     "use_sim_time": LaunchArg("use_sim_time")},
+                    remaps=((topics.POLICY_COMMAND, command_topic),), when=when)
+
+
+_WEB_ARGS = (
+    Arg("web_port", "9090", "web view: HTTP port of the page (open http://<this machine>:<web_port>/ in a browser)"),
+    Arg("web_grpc_port", "9876", "web view: port the browser reads the live data from"),
+    Arg("web_host", "", "web view: the address a browser reaches this machine at, for the printed URL ('' = the "
+        "host name)"),
+    Arg("web_rate_hz", "30", "web view: updates per second sent to browsers, at most (lower for slow clients)"),
+)
+
+
+def _web(when: When | None, command_topic: Value = topics.JOINT_COMMAND) -> NodeDecl:
+    """The live web view: the arm, its command and its twin in 3D, plots, servo telemetry (so101_apps.web_view_node)."""
+    return NodeDecl("so101_apps", "web_view", "web_view", "so101_apps.web_view_node:WebViewNode", None,
+                    {"web_port": LaunchArg("web_port"), "grpc_port": LaunchArg("web_grpc_port"),
+                     "host": LaunchArg("web_host"), "rate_hz": LaunchArg("web_rate_hz"),
+                     "use_sim_time": LaunchArg("use_sim_time")},
+                    remaps=((topics.JOINT_COMMAND, command_topic),), when=when)
+
+
 DEPLOY = Graph(
     "deploy", "Policy deployment: policy (or a scripted motion) → GapONet compensator → safety filter → driver",
     (*_ROBOT_ARGS,
@@ -317,6 +351,12 @@ DEPLOY = Graph(
      Arg("compensation", "true", "GapONet compensator in the chain", _BOOL),
      Arg("gaponet_model", ShareFile(PACKAGE, "models/gaponet_so101_default.onnx"), "compensator model file"),
      Arg("task", "deploy", "task name stored with each episode"),
+     Arg("twin", "false", "run the live gap twin (MuJoCo on policy/joint_command beside the arm; recorded with "
+         "each episode)", _BOOL),
+     *_TWIN_ARGS,
+     Arg("web", "false", "serve the live web view (rerun's web viewer: the arm, its command and twin, plots, servo "
+         "telemetry and faults)", _BOOL),
+     *_WEB_ARGS,
      *_RECORD_ARGS),
     (*_ROBOT_ACTIONS,
      NodeDecl("so101_policy", "policy", "policy", "so101_policy.policy_node:PolicyNode", "policy.yaml",
@@ -330,14 +370,27 @@ DEPLOY = Graph(
               "compensator.yaml", {"model_path": LaunchArg("gaponet_model")}, when=_when("compensation", "true")),
      _safety(topics.COMPENSATED_COMMAND, _when("compensation", "true")),
      _safety(topics.POLICY_COMMAND, _when("compensation", "false")),
+     _twin(_when("twin", "true")),
+     _web(_when("web", "true")),
      _recorder()))
 
 MONITOR = Graph(
-    "monitor", "Live monitoring in RViz: the measured arm and, as a ghost, the commanded arm",
+    "monitor", "Live monitoring: the live gap twin, the web view (web:=true), and RViz with the measured arm and, as "
+    "a ghost, the commanded arm",
     (Arg("command_topic", topics.absolute(topics.JOINT_COMMAND), "command stage to show as the ghost arm (absolute: the ghost's "
          "robot_state_publisher runs in the commanded/ namespace)"),
+     Arg("twin", "true", "run the live gap twin beside the arm", _BOOL),
+     Arg("twin_command_topic", topics.POLICY_COMMAND, "command stream the twin replays (the offline gap's: the "
+         "policy's command)"),
+     *_TWIN_ARGS,
+     Arg("web", "false", "serve the live web view in a browser (rerun's web viewer; the command ghost is "
+         "command_topic)", _BOOL),
+     *_WEB_ARGS,
+     Arg("rviz", "true", "start RViz", _BOOL),
      Arg("use_sim_time", "false", "use /clock", _BOOL)),
-    (  # the commanded arm: a second robot_state_publisher under the "commanded/" TF prefix, pinned onto the base
+    (_twin(_when("twin", "true"), LaunchArg("twin_command_topic")),
+     _web(_when("web", "true"), LaunchArg("command_topic")),
+     # the commanded arm: a second robot_state_publisher under the "commanded/" TF prefix, pinned onto the base
      NodeDecl("tf2_ros", "static_transform_publisher",
               arguments=("--frame-id", "base_link", "--child-frame-id", "commanded/base_link")),
      NodeDecl("robot_state_publisher", "robot_state_publisher", namespace="commanded",
@@ -345,6 +398,6 @@ MONITOR = Graph(
                          "use_sim_time": LaunchArg("use_sim_time")},
               remaps=((topics.JOINT_STATES, LaunchArg("command_topic")),)),
      NodeDecl("rviz2", "rviz2", arguments=("-d", ShareFile("so101_description", "rviz/so101_monitor.rviz")),
-              overrides={"use_sim_time": LaunchArg("use_sim_time")})))
+              overrides={"use_sim_time": LaunchArg("use_sim_time")}, when=_when("rviz", "true"))))
 
 GRAPHS: dict[str, Graph] = {g.name: g for g in (ROBOT, TELEOP, DEPLOY, MONITOR)}

@@ -35,8 +35,9 @@ class NodeProcesses:
         self._readers: dict[str, threading.Thread] = {}
         self._files: tempfile.TemporaryDirectory[str] | None = None  # the overrides' parameter files
 
-    def start(self, key: str, module: str, ros_args: Sequence[str], overrides: Mapping[str, Any]) -> None:
-        """``python -m module`` with ``ros_args`` (from ``--ros-args``) and then ``overrides`` as a parameter file."""
+    def start(self, key: str, module: str, ros_args: Sequence[str], overrides: Mapping[str, Any], nice: int = 0) -> None:
+        """``python -m module`` with ``ros_args`` (from ``--ros-args``) and then ``overrides`` as a parameter file;
+        ``nice``: its scheduling priority lowered by that much."""
         if self._files is None:
             self._files = tempfile.TemporaryDirectory(prefix="so101_nodes_")
         args = list(ros_args)
@@ -44,7 +45,8 @@ class NodeProcesses:
             path = Path(self._files.name) / f"{key}.yaml"
             path.write_text(yaml.safe_dump({"/**": {"ros__parameters": dict(overrides)}}))
             args += ["--params-file", str(path)]
-        command = [sys.executable, "-m", "so101_bringup.child_node", str(os.getpid()), module, *args]
+        niceness = ["--nice", str(nice)] if nice else []
+        command = [sys.executable, "-m", "so101_bringup.child_node", *niceness, str(os.getpid()), module, *args]
         child = subprocess.Popen(command, text=True, bufsize=1, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         self.children[key] = child
         lines: deque[str] = deque(maxlen=100)

@@ -16,10 +16,10 @@ from typing import Any
 
 import yaml
 
-from so101_bringup.graphs import DEPLOY, PACKAGE, ROBOT, TELEOP, Graph, ResolvedNode, resolve
+from so101_bringup.graphs import DEPLOY, MONITOR, PACKAGE, ROBOT, TELEOP, Graph, ResolvedNode, resolve
 from so101_bringup.share import package_share, share_dir
 
-__all__ = ["NodeSpec", "GraphOptions", "graph_nodes", "robot_graph", "teleop_graph", "deploy_graph"]
+__all__ = ["NodeSpec", "GraphOptions", "graph_nodes", "robot_graph", "teleop_graph", "deploy_graph", "monitor_graph"]
 
 
 @dataclass(frozen=True)
@@ -87,6 +87,14 @@ class GraphOptions:
     bag_root: str | None = None
     task: str | None = None
     gap_profile: str | None = None
+    twin: bool | None = None  # deploy: the live gap twin beside the arm (recorded with each episode)
+    twin_band_file: str | None = None  # the twin's band file ('' = no band check)
+    twin_sim_delta_model: str | None = None  # the twin's sim-delta model ('' = nominal MuJoCo)
+    web: bool | None = None  # deploy: the live web view
+    web_port: int | None = None
+    web_grpc_port: int | None = None
+    web_host: str | None = None  # the address a browser reaches this machine at ('' = the host name)
+    web_rate_hz: float | None = None  # updates per second sent to browsers, at most
 
     def arguments(self, graph: Graph) -> dict[str, str]:
         """The options that are set, as ``graph``'s launch arguments (those it declares)."""
@@ -121,3 +129,9 @@ def teleop_graph(opts: GraphOptions) -> list[NodeSpec]:
 
 def deploy_graph(opts: GraphOptions) -> list[NodeSpec]:
     return graph_nodes(DEPLOY, opts.arguments(DEPLOY))
+
+
+def monitor_graph(arguments: Mapping[str, str]) -> list[NodeSpec]:
+    """The in-process nodes of the monitor graph (the twin, the web view) for its launch arguments (RViz and
+    robot_state_publisher are launch-only)."""
+    return graph_nodes(MONITOR, arguments)

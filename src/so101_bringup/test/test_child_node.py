@@ -33,3 +33,13 @@ def test_a_child_of_a_living_parent_runs_its_module_as_main_with_its_arguments(t
                             str(marker)], env=env, capture_output=True, text=True, timeout=60)
     assert child.returncode == 0, child.stderr
     assert marker.read_text() == "ran"
+
+
+def test_a_child_started_nice_runs_at_a_lower_priority(tmp_path: Path) -> None:
+    (tmp_path / "nice_node.py").write_text("import os, sys\nfrom pathlib import Path\nPath(sys.argv[1]).write_text(str(os.nice(0)))\n")
+    marker = tmp_path / "nice.txt"
+    env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    child = subprocess.run([sys.executable, "-m", "so101_bringup.child_node", "--nice", "7", str(os.getpid()),
+                            "nice_node", str(marker)], env=env, capture_output=True, text=True, timeout=60)
+    assert child.returncode == 0, child.stderr
+    assert int(marker.read_text()) == os.nice(0) + 7

@@ -20,11 +20,17 @@ from dataclasses import dataclass
 
 from so101_common.paired_dataset import FaultSpan
 
-__all__ = ["FAULTS_KEY", "JOINT_KEY", "ServoFaultKind", "ServoFault", "read_servo_fault", "FaultSpanTracker",
+__all__ = ["FAULTS_KEY", "JOINT_KEY", "SERVO_TELEMETRY", "ServoFaultKind", "ServoFault", "read_servo_fault", "FaultSpanTracker",
            "format_fault"]
 
 JOINT_KEY = "joint"  # DiagnosticStatus value: the joint the status is about
 FAULTS_KEY = "faults"  # DiagnosticStatus value: the fault kinds now present, comma-separated
+SERVO_TELEMETRY = {  # DiagnosticStatus values of a servo that answers: quantity → (key, unit)
+    "temperature": ("temperature_c", "°C"),
+    "load": ("load_permille", "‰"),  # signed, of the servo's maximum torque
+    "voltage": ("voltage_v", "V"),
+    "current": ("current_a", "A"),
+}
 
 
 class ServoFaultKind(enum.StrEnum):

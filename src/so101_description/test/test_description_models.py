@@ -219,3 +219,24 @@ def test_mjcf_and_urdf_name_the_same_meshes() -> None:
     urdf_meshes = {Path(m.get("filename", "")).name for m in ET.fromstring(paths.urdf_text()).iter("mesh")}
     assert mjcf_meshes == urdf_meshes
     assert mjcf_meshes == {p.name for p in paths.meshes_dir().glob("*.stl")}
+
+
+def test_urdf_kinematics_match_the_official_description_and_mujoco(mjcf_model: mujoco.MjModel) -> None:
+    """so101_description.kinematics (the web view's arm) against the official figures and MuJoCo's FK."""
+    from so101_description.kinematics import UrdfArm
+
+    arm = UrdfArm.load()
+    assert arm.movable_joints == JOINT_NAMES and arm.root == "base_link"
+    assert {v.mesh.name for visuals in arm.visuals.values() for v in visuals} == \
+        {p.name for p in paths.meshes_dir().glob("*.stl")}
+    assert all(v.mesh.is_file() for visuals in arm.visuals.values() for v in visuals)
+    fixture = json.loads(REFERENCE_FK.read_text())
+    for sample in fixture["samples"]:
+        tool = arm.link_poses(dict(zip(JOINT_NAMES, sample["q"], strict=True)))[TOOL_LINK]
+        np.testing.assert_allclose(tool[:3, 3], sample["position"], atol=1e-5)
+        np.testing.assert_allclose(tool[:3, :3].ravel(), sample["rotation"], atol=1e-4)
+    for q in _random_poses(20, seed=11):
+        poses, data = arm.link_poses(dict(zip(JOINT_NAMES, q, strict=True))), _pose(mjcf_model, q)
+        for link in LINKS:
+            np.testing.assert_allclose(poses[link][:3, 3], data.body(link).xpos, atol=1e-6, err_msg=link)
+            np.testing.assert_allclose(poses[link][:3, :3].ravel(), data.body(link).xmat, atol=1e-6, err_msg=link)

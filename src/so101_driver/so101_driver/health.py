@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from so101_common.diagnostics import Level
-from so101_common.servo_faults import FAULTS_KEY, JOINT_KEY, ServoFaultKind
+from so101_common.servo_faults import FAULTS_KEY, JOINT_KEY, SERVO_TELEMETRY, ServoFaultKind
 from so101_driver.feedback import BusCounters
 from so101_feetech.control_table import decode_error_bits
 
@@ -150,10 +150,10 @@ def servo_entry(prefix: str, config: DriverConfig, t: ServoTelemetry, goal: floa
     values.update({
         "position_raw": str(fb.position),
         "velocity_raw": str(fb.velocity),
-        "load_permille": str(fb.load),
-        "voltage_v": f"{fb.voltage_v:.1f}",
-        "temperature_c": str(fb.temperature),
-        "current_a": f"{fb.current_a:.3f}",
+        SERVO_TELEMETRY["load"][0]: str(fb.load),
+        SERVO_TELEMETRY["voltage"][0]: f"{fb.voltage_v:.1f}",
+        SERVO_TELEMETRY["temperature"][0]: str(fb.temperature),
+        SERVO_TELEMETRY["current"][0]: f"{fb.current_a:.3f}",
         "moving": str(fb.moving),
         "status_bits": f"0x{fb.status:02X}",
         "error_byte": f"0x{fb.error:02X}",

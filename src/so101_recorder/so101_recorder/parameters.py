@@ -14,9 +14,10 @@ from so101_common.parameters import parameter
 __all__ = ["DEFAULT_TOPICS", "RecorderParameters"]
 
 DEFAULT_TOPICS = [topics.JOINT_STATES, topics.LEADER_STATES, topics.POLICY_COMMAND, topics.COMPENSATED_COMMAND,
-                  topics.JOINT_COMMAND, topics.DIAGNOSTICS]
+                  topics.JOINT_COMMAND, topics.TWIN_STATES, topics.TWIN_GAP, topics.TWIN_GAP_RMSE, topics.DIAGNOSTICS]
 """Relative names resolve in the recorder's namespace (a whole graph under one namespace records its own
-topics); ``/diagnostics`` is global by ROS convention."""
+topics); ``/diagnostics`` is global by ROS convention. The gap twin's topics are recorded when it runs, so a
+bag holds the arm and its sim twin side by side (already paired)."""
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,8 @@ set, the target only changes on control ticks (the servo sees a fresh target at 
 SAGE's 50 Hz motions); with ``None`` every physics step takes the latest command. The first sample is
 the initial state at the first command's time, so the replay is stamped on the command's clock.
 
-Two faces: :class:`MujocoSim` (``reset``, ``step_command``, state) for the ROS bridge node, and
+Two faces: :class:`MujocoSim` (``reset``, ``step_command``, ``step_sample``, state) for the ROS bridge node
+and the live twin (:mod:`so101_sim2real.twin`, the same replay one message at a time), and
 :meth:`MujocoSim.simulate` / :func:`replay_trajectory` for fast in-process replays (open loop in one
 ``rollout`` call; with a per-step ``command_filter`` — the GapONet Δ — one ``rollout`` per control step).
 """
@@ -252,6 +253,14 @@ class MujocoSim:
         """Advance ``steps`` physics steps holding the current targets."""
         for _ in range(steps):
             mujoco.mj_step(self.model, self.data)
+
+    def step_sample(self, target: np.ndarray) -> np.ndarray:
+        """One physics step holding ``target`` ((J,) rad, clamped by the servos' control range as in
+        :meth:`simulate`); returns the step's sample as :meth:`simulate` records it (3J values: position and
+        velocity at the step's start, the servo torque applied over it), for replays stepped one at a time."""
+        self.data.ctrl[self._actuator_index] = target
+        mujoco.mj_step(self.model, self.data)
+        return self.data.sensordata.copy()
 
     # -- fast replays -----------------------------------------------------------------------------
     def simulate(self, commands: JointTrajectory, initial_position: ArrayLike,

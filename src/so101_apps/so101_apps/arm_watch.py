@@ -28,6 +28,7 @@ class ArmWatch:
         self.faults = FaultSpanTracker()
         self.states = 0  # joint states received since mark()
         self.driver_rate_hz: float | None = None  # the driver's configured cycle rate, from its bus diagnostics
+        self.twin_seen: float | None = None  # when the live gap twin last published its state (None: not yet)
         self._origin = now
         self._history: deque[tuple[float, np.ndarray]] = deque()  # (time, measured) of the last HISTORY_S
 
@@ -46,6 +47,13 @@ class ArmWatch:
 
     def on_command(self, names: Sequence[str], positions: Sequence[float]) -> None:
         _store(names, positions, self.commanded)
+
+    def on_twin(self, now: float) -> None:
+        self.twin_seen = now
+
+    def twin_live(self, now: float, within_s: float = 0.2) -> bool:
+        """Whether the live gap twin published its state in the last ``within_s``."""
+        return self.twin_seen is not None and now - self.twin_seen <= within_s
 
     def on_driver_rate(self, configured_hz: float) -> None:
         self.driver_rate_hz = configured_hz

@@ -58,13 +58,15 @@ DRIVER_RATE_KEY = "configured_rate_hz"  # in the driver's bus entry on /diagnost
 
 class DeployMonitor:
     """The subscriptions feeding an :class:`~so101_apps.arm_watch.ArmWatch` (``watch``) on ``node``'s clock:
-    ``joint_states``, ``policy/joint_command`` (relative: in the graph's namespace) and the servo faults on
-    ``/diagnostics``."""
+    ``joint_states``, ``policy/joint_command`` (relative: in the graph's namespace), the servo faults on
+    ``/diagnostics`` and, with ``twin``, the live gap twin's state."""
 
-    def __init__(self, node: Node) -> None:
+    def __init__(self, node: Node, twin: bool = False) -> None:
         self._clock = node.get_clock()
         self.watch = ArmWatch(self.now())
         node.create_subscription(JointState, topics.JOINT_STATES, self._on_state, 10)
+        if twin:  # the live gap twin: an episode starts once it runs, so the bag is paired from its first sample
+            node.create_subscription(JointState, topics.TWIN_STATES, lambda _msg: self.watch.on_twin(self.now()), 10)
         node.create_subscription(JointState, topics.POLICY_COMMAND, self._on_command, 10)
         node.create_subscription(DiagnosticArray, topics.DIAGNOSTICS, self._on_diagnostics, 50)
 
@@ -114,7 +116,7 @@ def run_session(label: str, opts: GraphOptions, motions: Sequence[MotionSpec], p
         monitors = {name for name, wanted in ((TWIN, opts.twin), (WEB_VIEW, opts.web)) if wanted}
         with ComposedGraph(deploy_graph(opts), own_process={DRIVER, *monitors}, low_priority=monitors) as graph:
             player = graph.node(MOTION_PLAYER, MotionPlayerNode)
-            monitor = DeployMonitor(player)
+            monitor = DeployMonitor(player, twin=bool(opts.twin))
             recorder = graph.node(RECORDER, RecorderNode)
             wanted: tuple[str, ...] = (topics.JOINT_STATES, topics.JOINT_COMMAND, topics.POLICY_COMMAND)
             if opts.twin:  # each episode holds the twin from its first sample: the bag is paired throughout
@@ -139,19 +141,22 @@ def _record_motion(name: str, duration: float, player: MotionPlayerNode, monitor
     # recorder discovers every wanted topic and the driver has reported its rate; the episode then starts at
     # rest, as a policy rollout would.
     recorded_topics = {recorder.resolve_topic_name(t) for t in wanted}
+    twin = recorder.resolve_topic_name(topics.TWIN_STATES) in recorded_topics
     watch = monitor.watch
 
     def ready() -> bool:
         graph.raise_for_children()  # a driver that could not start says why, at once
         return (watch.settled(monitor.now()) and recorded_topics <= set(recorder.subscribed)
-                and watch.driver_rate_hz is not None) or watch.faults.active
+                and watch.driver_rate_hz is not None and (not twin or watch.twin_live(monitor.now()))
+                ) or watch.faults.active
 
     if not wait_for(ready, timeout=60.0):
         waiting = [reason for reason in (
             watch.waiting_for(monitor.now()),
             f"the recorder to subscribe to {sorted(recorded_topics - set(recorder.subscribed))}"
             if not recorded_topics <= set(recorder.subscribed) else None,
-            "the driver's first report on /diagnostics" if watch.driver_rate_hz is None else None) if reason]
+            "the driver's first report on /diagnostics" if watch.driver_rate_hz is None else None,
+            "the live gap twin's state" if twin and not watch.twin_live(monitor.now()) else None) if reason]
         raise RuntimeError(f"not ready to record {name} after 60 s: waiting for {'; '.join(waiting)} "
                            f"(arm at {np.round(watch.measured, 3).tolist()} rad for {np.round(watch.commanded, 3).tolist()})")
     recorder.start_episode(task=name)

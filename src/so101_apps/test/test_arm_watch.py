@@ -80,3 +80,10 @@ def test_the_wait_says_which_joint_is_far_from_its_command() -> None:
     far[1] += 0.4
     watch.on_state(JOINT_NAMES, far, now=0.0)
     assert watch.waiting_for(1.0) == "shoulder_lift 0.400 rad from its command (tolerance 0.25 rad)"
+
+
+def test_the_twin_is_live_while_its_states_keep_coming() -> None:
+    watch = ArmWatch(now=0.0)
+    assert not watch.twin_live(0.0)
+    watch.on_twin(1.0)
+    assert watch.twin_live(1.1) and not watch.twin_live(1.5)

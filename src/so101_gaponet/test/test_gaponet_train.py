@@ -7,7 +7,6 @@ it leads the command by a known factor.
 
 from __future__ import annotations
 
-import argparse
 import math
 from pathlib import Path
 
@@ -15,9 +14,9 @@ import numpy as np
 import pytest
 
 from so101_common.joints import JOINT_NAMES
-from so101_common.paired_dataset import PairedDataset
-from so101_gaponet import train_cli
+from so101_common.paired_dataset import DatasetError, PairedDataset
 from so101_gaponet.compensator import Compensator, CompensatorConfig
+from so101_gaponet.export import train_and_export
 from so101_gaponet.model_file import load_model
 from so101_gaponet.synthetic import PROFILES, make_command, make_dataset, simulate_real
 from so101_gaponet.train import TrainConfig, TrainingError, build_samples, train
@@ -52,13 +51,12 @@ def test_samples_touching_a_fault_span_are_left_out(lag_dataset: Path) -> None:
     assert not any(np.any(np.all(np.isclose(h[:, :6][:, None, :], faulted[None]), axis=2)) for h in history[:400])
 
 
-def test_cli_trains_a_model_that_learns_the_known_inverse(lag_dataset: Path, tmp_path: Path, capsys) -> None:
+def test_training_learns_the_known_inverse(lag_dataset: Path, tmp_path: Path) -> None:
     out = tmp_path / "lag.onnx"
-    args = argparse.Namespace(dataset=[lag_dataset], arch="mlp", history=2, horizon=1, epochs=25, hidden=32, seed=0,
-                              delta_bound=1.0, delta_slew=None, delta_smoothing=0.0, delta_l2=0.0, out=out, format=None,
-                              feedback_gain=0.0, direction_play=0.0, measured_inputs=True)
-    assert train_cli.run(args) == 0
-    assert "validation loss" in capsys.readouterr().out
+    figures = train_and_export([lag_dataset], out, "onnx", arch="mlp", history=2, horizon=1, epochs=25, hidden=32,
+                               seed=0, delta_bound=1.0, delta_l2=0.0, feedback_gain=0.0, direction_play=0.0,
+                               measured_inputs=True, progress=False)
+    assert figures["validation_loss"] < figures["initial_validation_loss"]
     model = load_model(out, joints=JOINT_NAMES, rate_hz=50.0)
     provenance = model.metadata.provenance
     assert provenance["final_validation_loss"] < 0.05 * provenance["initial_validation_loss"]
@@ -101,8 +99,7 @@ def test_compensated_arm_tracks_better(tmp_path: Path, lag_dataset: Path) -> Non
 def test_training_refuses_bad_settings_and_data(tmp_path: Path) -> None:
     with pytest.raises(TrainingError, match="unknown arch"):
         TrainConfig(arch="resnet")
-    args = argparse.Namespace(dataset=[tmp_path / "nowhere"], arch="mlp", history=2, horizon=1, epochs=1, hidden=8,
-                              seed=0, delta_bound=None, delta_slew=None, delta_smoothing=0.0, delta_l2=0.05,
-                              out=tmp_path / "x.onnx", format=None, feedback_gain=0.05, direction_play=0.001,
-                              measured_inputs=False)
-    assert train_cli.run(args) == 1
+    with pytest.raises(DatasetError):
+        train_and_export([tmp_path / "nowhere"], tmp_path / "x.onnx", "onnx", arch="mlp", history=2, horizon=1,
+                         epochs=1, hidden=8, progress=False)
+    assert not (tmp_path / "x.onnx").exists()

@@ -1,6 +1,7 @@
 """What a motion's supervisor knows of the arm, without ROS: latest measured and commanded positions, whether
-the arm has come to rest at its command, how many joint states arrived, and the servo faults reported since
-the motion started (``so101_bringup.session.DeployMonitor`` feeds it from its subscriptions)."""
+the arm has come to rest at its command, how many joint states arrived, the servo faults reported since the
+motion started and what the driver measured of its bus meanwhile (``so101_bringup.session.DeployMonitor``
+feeds it from its subscriptions)."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ class ArmWatch:
         self.commanded = np.full(len(JOINT_NAMES), np.nan)
         self.faults = FaultSpanTracker()
         self.states = 0  # joint states received since mark()
+        self.bus_entries: list[dict[str, str]] = []  # the driver's bus diagnostics (key/values) since mark()
         self._origin = now
         self._rest = np.full(len(JOINT_NAMES), np.nan)  # where the arm was when it last moved
         self._still_since = now
@@ -33,6 +35,11 @@ class ArmWatch:
         self._origin = now
         self.faults = FaultSpanTracker()
         self.states = 0
+        self.bus_entries = []
+
+    def on_bus(self, values: dict[str, str]) -> None:
+        """The driver's bus entry on ``/diagnostics`` (its configured, achieved and possible cycle rates)."""
+        self.bus_entries.append(values)
 
     def on_state(self, names: Sequence[str], positions: Sequence[float], now: float) -> None:
         _store(names, positions, self.measured)

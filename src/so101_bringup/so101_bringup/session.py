@@ -16,6 +16,7 @@ printed, and :class:`ServoFaultStop` is raised with the bags recorded so far.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Sequence
 from dataclasses import replace
@@ -30,6 +31,7 @@ from so101_bringup.arm_watch import ArmWatch
 from so101_bringup.composition import ComposedGraph
 from so101_bringup.motion_player_node import MotionPlayerNode
 from so101_bringup.motion_runs import (
+    BusFigures,
     MotionSpec,
     RecordedMotion,
     ServoFaultStop,
@@ -43,6 +45,7 @@ from so101_bringup.motion_runs import (
 from so101_bringup.motions import load_motion
 from so101_bringup.node_specs import GraphOptions, deploy_graph
 from so101_common.servo_faults import format_fault, read_servo_fault
+from so101_driver.health import CYCLE_CAPACITY_KEY
 from so101_testing import wait_for
 
 __all__ = ["DeployMonitor", "run_session", "DRIVER"]
@@ -71,6 +74,10 @@ class DeployMonitor:
         self.watch.on_command(msg.name, msg.position)
 
     def _on_diagnostics(self, msg: DiagnosticArray) -> None:
+        for status in msg.status:
+            values = {kv.key: kv.value for kv in status.values}
+            if CYCLE_CAPACITY_KEY in values:  # the driver's bus entry
+                self.watch.on_bus(values)
         self.watch.on_faults([f for status in msg.status
                               if (f := read_servo_fault({kv.key: kv.value for kv in status.values}, status.message))],
                              self.now())
@@ -156,6 +163,7 @@ def _record_motion(name: str, duration: float, player: MotionPlayerNode, monitor
     if not ok:
         raise RuntimeError(f"recorder did not stop cleanly: {message}")
     graph.raise_for_children()  # the episode is kept; the driver's own error ends the session
-    print(rate_line(message, state_rate_hz, driver_rate_hz))
+    print(rate_line(message, state_rate_hz, driver_rate_hz, BusFigures.of(watch.bus_entries), os.getloadavg()[0],
+                    os.cpu_count()))
     return RecordedMotion(new_bag(bag_root, before, name), started, stopped, state_rate_hz, tuple(faults))
 

@@ -36,7 +36,15 @@ from so101_common.joints import GRIPPER, JOINT_NAMES
 from so101_driver.calibration import JointMapping, MotorCalibration
 from so101_driver.errors import BusError, CommandRejected, PortError
 from so101_driver.feedback import BusCounters, Feedback
-from so101_driver.health import DiagnosticEntry, FaultWindow, bus_status, rate_values, servo_entry, servo_fault_kinds
+from so101_driver.health import (
+    CYCLE_CAPACITY_KEY,
+    DiagnosticEntry,
+    FaultWindow,
+    bus_status,
+    rate_values,
+    servo_entry,
+    servo_fault_kinds,
+)
 from so101_driver.readings import CommandResult, CycleResult, JointSample, ServoTelemetry
 
 __all__ = [
@@ -503,7 +511,7 @@ class DriverCore:
             "port": self.bus.port,
             "torque_enabled": str(self.torque_enabled),
             "cycles": str(self.cycles),
-            "cycle_capacity_hz": f"{self.cycle_rate_hz():.1f}",
+            CYCLE_CAPACITY_KEY: f"{self.cycle_rate_hz():.1f}",
             **rate_values(self.config, rates),
             "retries": str(counters.retries),
             "timeouts": str(counters.timeouts),

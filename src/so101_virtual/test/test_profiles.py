@@ -22,7 +22,7 @@ from so101_virtual.profiles import (
 )
 
 README = Path(__file__).resolve().parents[1] / "so101_virtual" / "README.md"
-SHIPPED = ("default", "ideal", "worn", "heavy_payload", "laggy_bus", "unfitted")
+SHIPPED = ("default", "ideal", "worn", "heavy_payload", "laggy_bus", "slow_bus", "weak_gains", "unfitted")
 
 
 def write(tmp_path: Path, text: str, name: str = "p.yaml") -> Path:

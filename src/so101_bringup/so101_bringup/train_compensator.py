@@ -122,7 +122,9 @@ def _population(args: argparse.Namespace, out: Path, motions: list[tuple[str, Jo
     print(format_distribution(report["distribution"]))
     stable = report["stability"]
     print(f"feed-forward stability (settles at a held target, no ringing): {stable['settled']} of {stable['arms']} arms"
-          + (f"; not settled: {', '.join(stable['unsettled'])}" if stable["unsettled"] else ""))
+          + (f"; not settled: {', '.join(stable['unsettled'])}" if stable["unsettled"] else "")
+          + (f" ({len(stable['not_judged'])} arms trip a servo protection on the move uncompensated: not judged)"
+             if stable["not_judged"] else ""))
     worse = [(e["profile"], n) for e in report["evaluations"] for n in JOINT_NAMES if e["pooled"][n]["cut_percent"] < 0]
     if worse or stable["unsettled"]:
         print("the compensator makes " + ", ".join(f"{n} on {p}" for p, n in worse) + " worse or does not settle: do not ship it")

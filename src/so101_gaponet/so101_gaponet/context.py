@@ -56,10 +56,12 @@ class ContextCompensator(nn.Module):
 
     def __init__(self, normalisation: Normalisation, joints: tuple[str, ...], future_steps: int, context_rows: int,
                  relative_scale: np.ndarray, lag_scale: np.ndarray, shape_scale: np.ndarray, hidden: int = 64,
-                 encoder_hidden: int = 32, latent: int = 4) -> None:
+                 encoder_hidden: int = 32, latent: int = 4, identification: bool = False,
+                 arm_latent: bool = False) -> None:
         super().__init__()
         count = len(joints)
         self.joints, self.context_rows, self.latent = count, context_rows, latent
+        self.identification, self.arm_latent = identification, arm_latent
         history_mean = np.asarray(normalisation.history_mean, dtype=np.float32)
         history_std = np.asarray(normalisation.history_std, dtype=np.float32)
         for name, values in (("position_mean", history_mean[:count]), ("position_std", history_std[:count]),
@@ -72,12 +74,12 @@ class ContextCompensator(nn.Module):
             self.register_buffer(name, torch.from_numpy(np.ascontiguousarray(values, dtype=np.float32)))
         self.register_buffer("absolute_mask", torch.tensor([1.0 if n in GRAVITY_JOINTS else 0.0 for n in joints]))
         # branch: per joint, 2 × context_rows → encoder_hidden → latent
-        window = 2 * context_rows if latent else 0
+        window = (2 * context_rows + 4 * identification) if latent else 0
         self.e1, self.eb1 = _weight(count, window, encoder_hidden, fan_in=window or 1), _weight(count, encoder_hidden, fan_in=window or 1)
         self.e2 = _weight(count, encoder_hidden, latent, fan_in=encoder_hidden)
         self.eb2 = _weight(count, latent, fan_in=encoder_hidden)
         # trunk: per joint, its command rows (pose + future_steps) + every joint's pose + its latent + the mean latent
-        inputs = 1 + future_steps + count + 2 * latent
+        inputs = 1 + future_steps + count + (2 if arm_latent else 1) * latent
         self.w1, self.b1 = _weight(count, inputs, hidden, fan_in=inputs), _weight(count, hidden, fan_in=inputs)
         self.w2, self.b2 = _weight(count, hidden, hidden, fan_in=hidden), _weight(count, hidden, fan_in=hidden)
         self.w3, self.b3 = _weight(count, hidden, fan_in=hidden), _weight(count, fan_in=hidden)
@@ -100,7 +102,9 @@ class ContextCompensator(nn.Module):
         try:
             module = cls(metadata.normalisation, metadata.joints, metadata.future_steps, metadata.history,
                          np.asarray(arch["relative_scale"]), np.asarray(arch["lag_scale"]), np.asarray(arch["shape_scale"]),
-                         hidden=int(arch["hidden"]), encoder_hidden=int(arch["encoder_hidden"]), latent=int(arch["latent"]))
+                         hidden=int(arch["hidden"]), encoder_hidden=int(arch["encoder_hidden"]), latent=int(arch["latent"]),
+                         identification=bool(arch.get("identification", False)),
+                         arm_latent=bool(arch.get("arm_latent", True)))
             # the buffers come from the metadata (the exporter may merge equal constants); the weights by name
             module.load_state_dict({name: torch.from_numpy(np.array(weights[name]))
                                     for name, _ in module.named_parameters()}, strict=False)
@@ -111,7 +115,7 @@ class ContextCompensator(nn.Module):
     def record(self) -> dict[str, Any]:
         """The network's shape and fixed scales, for the metadata's ``architecture`` (what :meth:`from_onnx` reads)."""
         return {"kind": "context_mlp", "context_rows": self.context_rows, "hidden": int(self.w1.shape[2]),
-                "encoder_hidden": int(self.e1.shape[2]), "latent": self.latent,
+                "encoder_hidden": int(self.e1.shape[2]), "latent": self.latent, "identification": self.identification, "arm_latent": self.arm_latent,
                 "relative_scale": (1.0 / self.inverse_scale).tolist(), "lag_scale": (1.0 / self.lag_scale).tolist(),
                 "shape_scale": (1.0 / self.shape_scale).tolist()}
 
@@ -124,8 +128,25 @@ class ContextCompensator(nn.Module):
         lag = (sent - position) * self.lag_scale
         shape = (position - position.mean(dim=1, keepdim=True)) * self.shape_scale
         rows = torch.cat((lag, shape), dim=1).transpose(1, 2)  # (B, J, 2·rows)
+        if self.identification:
+            rows = torch.cat((rows, self.response(position, sent)), dim=2)
         hidden = torch.tanh(torch.einsum("bji,jih->bjh", rows, self.e1) + self.eb1)
         return torch.tanh(torch.einsum("bjh,jhz->bjz", hidden, self.e2) + self.eb2)
+
+    def response(self, position: torch.Tensor, sent: torch.Tensor) -> torch.Tensor:
+        """``(B, J, 4)``: the window's response figures per joint, as least squares over its steps: how many
+        steps of motion the command runs ahead of the arm (its lag), how much of that lead the arm covers per
+        step (its speed of response), the mean lead (a sag or friction offset) and how much it moved (log).
+        Ratios a first layer cannot form from the raw rows; a still window gives 0 for the first two."""
+        moved = position[:, 1:] - position[:, :-1]  # (B, rows − 1, J): each step's motion
+        lead = sent[:, 1:] - position[:, :-1]  # the command in force over that step, ahead of the arm
+        floor = 1e-6 * self.context_rows  # (1 mrad)² per step: below it a window did not move
+        energy = (moved * moved).sum(dim=1)
+        lag_steps = (lead * moved).sum(dim=1) / (energy + floor)
+        speed = (lead * moved).sum(dim=1) / ((lead * lead).sum(dim=1) + floor)
+        offset = lead.mean(dim=1) * self.lag_scale
+        figures = (torch.tanh(lag_steps / 10.0), torch.tanh(4.0 * speed), offset, torch.log(energy + floor))
+        return torch.stack(figures, dim=2)
 
     def forward(self, history: torch.Tensor, commands: torch.Tensor) -> torch.Tensor:
         batch, joints = history.shape[0], self.joints
@@ -136,7 +157,7 @@ class ContextCompensator(nn.Module):
         parts = [rows, pose.expand(batch, joints, joints)]
         if self.latent:
             z = self.context(history)
-            parts += [z, z.mean(dim=1, keepdim=True).expand_as(z)]
+            parts += [z, z.mean(dim=1, keepdim=True).expand_as(z)] if self.arm_latent else [z]
         x = torch.cat(parts, dim=2)
         h = torch.tanh(torch.einsum("bji,jih->bjh", x, self.w1) + self.b1)
         h = torch.tanh(torch.einsum("bjh,jhk->bjk", h, self.w2) + self.b2)

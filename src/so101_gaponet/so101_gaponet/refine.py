@@ -35,8 +35,8 @@ class RefineSettings:
     min_episodes: int = 2  # the first comparison needs two episodes
     max_episodes: int = 5  # the cap
     tolerance: float = 0.05  # an episode that lowers the next one's validation loss by less than this share: enough
-    epochs: int = 15
-    learning_rate: float = 1e-3  # fine-tuning: a tenth of the population training's
+    epochs: int = 30  # measured on validation arms: 15 epochs at 1e-3 left stiff arms' lift 7 points lower
+    learning_rate: float = 3e-3
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -123,12 +123,12 @@ class Refinement:
         count = len(self._episodes)
         stop = ""
         step = RefineStep(count, loss, previous, "")
-        if count >= self.settings.min_episodes and step.improvement is not None \
+        if count >= self.settings.max_episodes:
+            stop = f"the cap of {self.settings.max_episodes} episodes"
+        elif count >= self.settings.min_episodes and step.improvement is not None \
                 and step.improvement < self.settings.tolerance:
             stop = (f"enough: the last episode improved validation by {step.improvement:.0%}, under "
                     f"{self.settings.tolerance:.0%}")
-        elif count >= self.settings.max_episodes:
-            stop = f"the cap of {self.settings.max_episodes} episodes"
         self._models.append(self._train())
         step = replace(step, stop=stop)
         self.steps.append(step)

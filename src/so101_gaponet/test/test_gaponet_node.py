@@ -86,7 +86,7 @@ def test_node_compensates_within_bounds_and_passes_through_when_disabled(peer) -
         assert spin_until(lambda: any(s.values and dict((v.key, v.value) for v in s.values).get("mode") == "disabled"
                                       for d in diagnostics for s in d.status))
         status = {v.key: v.value for v in diagnostics[-1].status[0].values}
-        assert status["model_kind"] == "joint_mlp" and float(status["latency_p99_us"]) > 0
+        assert status["model_kind"] == "context_mlp" and float(status["latency_p99_us"]) > 0
         assert proc.alive()
     assert proc.process.returncode == 0, proc.output()
 

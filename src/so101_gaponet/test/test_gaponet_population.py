@@ -56,7 +56,7 @@ def test_refinement_stops_when_the_next_episode_is_not_predicted_better(arms, tm
     start = train_population(arms["default"][:1], CONFIG)  # a "population" model of another arm
     episodes = arms["stiff_delayed"]
     # any improvement under 99 % is not enough: it stops at the first comparison (episode 2), and says so
-    strict = Refinement(start, RefineSettings(tolerance=0.99, max_episodes=3, epochs=5))
+    strict = Refinement(start, RefineSettings(tolerance=0.99, max_episodes=3, epochs=5))  # the cap comes after
     first = strict.add(episodes[0])
     assert first.stop == "" and first.previous_loss is None and not strict.done
     second = strict.add(episodes[1])

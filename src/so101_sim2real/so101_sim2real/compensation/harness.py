@@ -260,27 +260,44 @@ class Stability:
     command_spread: tuple[float, ...]  # per joint, rad: how far the sent command still moves (ringing: 0.1 rad and more)
     held_error: tuple[float, ...]  # per joint, rad: mean distance from the target with compensation
     plain_error: tuple[float, ...]  # ... without
+    # a servo protection that tripped: "uncompensated: …" (the arm cannot do the move; not judged) or
+    # "compensated: …" (compensation drove a servo into its protection: not settled)
+    fault: str = ""
 
     SPREAD_LIMIT = 0.01  # rad: the integral may creep by a few mrad where friction holds a joint (measured ≤ 7 mrad)
     HELD_MARGIN = 0.002  # rad: held no further from the target than without, within this
 
     @property
+    def judged(self) -> bool:
+        return not self.fault.startswith("uncompensated")
+
+    @property
     def settled(self) -> bool:
+        if self.fault:
+            return not self.judged
         return max(self.command_spread) <= self.SPREAD_LIMIT and all(
             h <= p + self.HELD_MARGIN for h, p in zip(self.held_error, self.plain_error, strict=True))
 
     def to_dict(self) -> dict[str, Any]:
-        return {"profile": self.profile, "settled": self.settled, "command_spread": list(self.command_spread),
-                "held_error": list(self.held_error), "plain_error": list(self.plain_error)}
+        return {"profile": self.profile, "judged": self.judged, "settled": self.settled, "fault": self.fault,
+                "command_spread": list(self.command_spread), "held_error": list(self.held_error),
+                "plain_error": list(self.plain_error)}
 
 
 def stability(profile: GapProfile | str, model: GapModel, config: CompensatorConfig | None = None) -> Stability:
-    """:class:`Stability` of ``model`` (with ``config``) on ``profile`` for :func:`move_and_hold`."""
+    """:class:`Stability` of ``model`` (with ``config``) on ``profile`` for :func:`move_and_hold` (an arm whose
+    servo protection trips on the move without compensation is not judged)."""
     loaded = load_profile(profile)
     motion = move_and_hold()
+    try:
+        plain, _ = closed_loop(loaded, motion)
+    except ServoFault as fault:
+        return Stability(loaded.name, (), (), (), f"uncompensated: {fault}")
     compensator = None if config is None else Compensator(config, model)
-    reported, sent = closed_loop(loaded, motion, model, compensator=compensator)
-    plain, _ = closed_loop(loaded, motion)
+    try:
+        reported, sent = closed_loop(loaded, motion, model, compensator=compensator)
+    except ServoFault as fault:
+        return Stability(loaded.name, (), (), (), f"compensated: {fault}")
     last_second = slice(-int(RATE_HZ), None)
     target = motion.position[-1]
     return Stability(loaded.name, tuple(np.ptp(sent[last_second], axis=0).tolist()),

@@ -137,7 +137,8 @@ def format_distribution(summary: dict[str, Any]) -> str:
 class PopulationRecipe:
     """How many arms, how much excitation each, how much training, how many held-out arms."""
 
-    arms: int = 64  # training arms: the population's training seeds 0 … arms − 1
+    arms: int = 128  # training arms: the population's training seeds 0 … arms − 1 (measured: 64 → 128 raised the
+    # validation arms' median by 2–5 points on pan, lift and elbow)
     episodes: int = 2  # excitation motions per arm
     duration: float = 30.0  # s per excitation motion
     epochs: int = 30
@@ -187,7 +188,9 @@ def train_population_compensator(out: Path, eval_motions: Sequence[tuple[str, Jo
         "training": {"initial_validation_loss": result.initial_validation_loss,
                      "validation_loss": result.validation_losses[-1], "export_max_abs_error": error},
         "distribution": distribution(evaluations), "evaluations": evaluations,
-        "stability": {"settled": sum(s["settled"] for s in stabilities), "arms": len(stabilities),
+        "stability": {"settled": sum(s["settled"] for s in stabilities if s["judged"]),
+                      "arms": sum(s["judged"] for s in stabilities),
+                      "not_judged": [s["profile"] for s in stabilities if not s["judged"]],
                       "unsettled": [s["profile"] for s in stabilities if not s["settled"]], "per_arm": stabilities}}
     out.with_suffix(".json").write_text(json.dumps(report, indent=2) + "\n")
     return report

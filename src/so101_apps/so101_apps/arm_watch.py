@@ -28,6 +28,7 @@ class ArmWatch:
         self.faults = FaultSpanTracker()
         self.states = 0  # joint states received since mark()
         self.driver_rate_hz: float | None = None  # the driver's configured cycle rate, from its bus diagnostics
+        self.bus_entries: list[dict[str, str]] = []  # the driver's bus diagnostics (key/values) since mark()
         self.twin_seen: float | None = None  # when the live gap twin last published its state (None: not yet)
         self._origin = now
         self._history: deque[tuple[float, np.ndarray]] = deque()  # (time, measured) of the last HISTORY_S
@@ -37,6 +38,7 @@ class ArmWatch:
         self._origin = now
         self.faults = FaultSpanTracker()
         self.states = 0
+        self.bus_entries = []
 
     def on_state(self, names: Sequence[str], positions: Sequence[float], now: float) -> None:
         _store(names, positions, self.measured)
@@ -55,8 +57,11 @@ class ArmWatch:
         """Whether the live gap twin published its state in the last ``within_s``."""
         return self.twin_seen is not None and now - self.twin_seen <= within_s
 
-    def on_driver_rate(self, configured_hz: float) -> None:
+    def on_bus(self, values: dict[str, str], configured_hz: float) -> None:
+        """The driver's bus entry on ``/diagnostics``: its configured cycle rate and what it measured of its bus
+        (achieved rate, cycle capacity, retries and timeouts)."""
         self.driver_rate_hz = configured_hz
+        self.bus_entries.append(values)
 
     def on_faults(self, faults: list[ServoFault], now: float) -> None:
         if faults:

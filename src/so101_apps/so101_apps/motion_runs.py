@@ -7,20 +7,24 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+import numpy as np
 
 from so101_bringup.children import raise_for_child, run_child
 from so101_common.joints import JOINT_NAMES, SHORT_NAMES
 from so101_common.paired_dataset import FaultSpan
 from so101_common.servo_faults import format_fault
 from so101_common.waiting import wait_for
+from so101_driver.health import CYCLE_CAPACITY_KEY
 
 __all__ = ["MotionSpec", "RecordedMotion", "ServoFaultStop", "start_virtual_arm", "stop_virtual_arm",
-           "table_header", "table_row", "rate_line"]
+           "table_header", "table_row", "BusFigures", "rate_cause", "rate_line"]
 
-RATE_WARN_FRACTION = 0.9  # joint states below this fraction of the driver's rate: the machine is overloaded
+RATE_WARN_FRACTION = 0.9  # joint states below this fraction of the driver's rate: the recording shows the chain
+BUS_FAULTS_PER_S = 1.0  # retries + timeouts per second the driver reports above which the bus itself is failing
 
 
 @dataclass(frozen=True)
@@ -87,10 +91,60 @@ def table_row(seconds: float, measured: Iterable[float], commanded: Iterable[flo
     return f" {seconds:6.1f} | {cells}"
 
 
-def rate_line(message: str, state_rate_hz: float, driver_rate_hz: float) -> str:
-    """The recording's line: where it went and the chain's health, with a warning when joint states came late."""
+@dataclass(frozen=True)
+class BusFigures:
+    """What the driver measured of its bus over a recording (medians of its ``/diagnostics`` bus entries)."""
+
+    achieved_hz: float  # cycles per second it ran
+    capacity_hz: float  # 1 / the mean duration of a cycle: the most the bus round-trip allows
+    faults_per_s: float  # retries + timeouts per second
+
+    @classmethod
+    def of(cls, entries: Sequence[Mapping[str, str]]) -> BusFigures | None:
+        """From the driver's bus entries (values as published); None without any."""
+        rows = []
+        for values in entries:
+            try:
+                rows.append((float(values["achieved_rate_hz"]), float(values[CYCLE_CAPACITY_KEY]),
+                             float(values["retries_per_s"]) + float(values["timeouts_per_s"])))
+            except (KeyError, ValueError):
+                continue
+        if not rows:
+            return None
+        achieved, capacity, faults = (float(np.median(column)) for column in zip(*rows, strict=True))
+        return cls(achieved, capacity, faults)
+
+
+def rate_cause(state_rate_hz: float, driver_rate_hz: float, bus: BusFigures | None,
+               load_average: float | None, cores: int | None) -> str:
+    """Why joint states came slower than the driver's configured rate, from what the driver measured: its bus
+    failing (retries, timeouts), its bus round-trip (a cycle takes longer than the period), or the CPU (a
+    cycle fits the period but the driver, or the chain after it, did not get to run)."""
+    load = f"load average {load_average:.1f} on {cores} cores" if load_average is not None and cores else "load unknown"
+    if bus is None:
+        return f"the driver reported no bus figures ({load})"
+    if bus.faults_per_s >= BUS_FAULTS_PER_S:
+        return (f"the bus: {bus.faults_per_s:.1f} retries and timeouts per second (a servo not answering, a loose "
+                f"cable or the wrong baud rate); the driver cycled at {bus.achieved_hz:.0f} Hz")
+    if bus.capacity_hz < RATE_WARN_FRACTION * driver_rate_hz:
+        return (f"the bus round-trip: one read of the servos takes {1000.0 / max(bus.capacity_hz, 1e-9):.1f} ms, so the "
+                f"driver can cycle at most {bus.capacity_hz:.0f} Hz of its {driver_rate_hz:g} Hz (achieved "
+                f"{bus.achieved_hz:.0f} Hz; {load}): the USB-serial adapter's latency (an FTDI/CH340 latency timer "
+                "of 16 ms: set it to 1 ms) or a slow link, not this machine")
+    if bus.achieved_hz < RATE_WARN_FRACTION * driver_rate_hz:
+        return (f"the CPU: a bus cycle takes {1000.0 / max(bus.capacity_hz, 1e-9):.1f} ms (room for {bus.capacity_hz:.0f} Hz) "
+                f"but the driver ran at {bus.achieved_hz:.0f} Hz: its process did not get the CPU ({load})")
+    return (f"the CPU: the driver cycled at {bus.achieved_hz:.0f} Hz but its joint states reached the recording at "
+            f"{state_rate_hz:.0f} Hz: the processes after it did not get the CPU ({load})")
+
+
+def rate_line(message: str, state_rate_hz: float, driver_rate_hz: float, bus: BusFigures | None = None,
+              load_average: float | None = None, cores: int | None = None) -> str:
+    """The recording's line: where it went and the chain's health, with a warning naming what limited the rate
+    when joint states came late (:func:`rate_cause`)."""
     line = f"   recorded: {message}; joint states at {state_rate_hz:.0f} Hz (driver: {driver_rate_hz:g} Hz)"
     if state_rate_hz < RATE_WARN_FRACTION * driver_rate_hz:
-        line += (f"\n   WARNING: the chain delivered joint states at {state_rate_hz / driver_rate_hz:.0%} of the driver's "
-                 "rate: this machine is overloaded, and the recording shows it (late commands, lag) on top of the arm's gap")
+        line += (f"\n   WARNING: joint states at {state_rate_hz / driver_rate_hz:.0%} of the driver's rate, limited by "
+                 f"{rate_cause(state_rate_hz, driver_rate_hz, bus, load_average, cores)}; the recording shows it "
+                 "(late commands, lag) on top of the arm's gap")
     return line

@@ -16,8 +16,9 @@ printed, and :class:`ServoFaultStop` is raised with the bags recorded so far.
 
 from __future__ import annotations
 
+import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -28,6 +29,7 @@ from sensor_msgs.msg import JointState
 
 from so101_apps.arm_watch import ArmWatch
 from so101_apps.motion_runs import (
+    BusFigures,
     MotionSpec,
     RecordedMotion,
     ServoFaultStop,
@@ -84,14 +86,17 @@ class DeployMonitor:
         self.watch.on_faults([f for values, message in reports if (f := read_servo_fault(values, message))], self.now())
         for values, _message in reports:
             if DRIVER_RATE_KEY in values:  # the driver's bus entry
-                self.watch.on_driver_rate(float(values[DRIVER_RATE_KEY]))
+                self.watch.on_bus(values, float(values[DRIVER_RATE_KEY]))
 
 
 def run_session(label: str, opts: GraphOptions, motions: Sequence[MotionSpec], print_period: float,
-                virtual: bool = True) -> dict[str, RecordedMotion]:
+                virtual: bool = True,
+                after_each: Callable[[str, RecordedMotion], bool] | None = None) -> dict[str, RecordedMotion]:
     """Play ``motions`` one after the other on one arm and graph, each recorded as its own episode
     (task = the motion's name); returns what was recorded of each motion. ``virtual``: start the virtual SO-101
-    with ``opts.gap_profile`` (else ``opts.port`` and ``opts.calibration_file`` name the real arm)."""
+    with ``opts.gap_profile`` (else ``opts.port`` and ``opts.calibration_file`` name the real arm).
+    ``after_each(name, recorded)`` runs after each motion while the arm holds still; False ends the session
+    there (the motions after it are not played)."""
     if opts.bag_root is None:
         raise ValueError("a session records every motion: its GraphOptions need a bag_root")
     # every motion read (and refused: empty, not finite, not radians, ...) before the arm or a node starts
@@ -128,6 +133,8 @@ def run_session(label: str, opts: GraphOptions, motions: Sequence[MotionSpec], p
                                                      wanted, print_period)
                 if recorded[spec.name].faults:
                     raise ServoFaultStop(spec.name, recorded[spec.name].faults, recorded)
+                if after_each is not None and not after_each(spec.name, recorded[spec.name]):
+                    break
     finally:
         if arm is not None:
             stop_virtual_arm(arm)
@@ -184,5 +191,6 @@ def _record_motion(name: str, duration: float, player: MotionPlayerNode, monitor
         wait_for(lambda: bool(recorder.recorder.current_faults()), timeout=2.0)
     bag = recorder.stop_episode()
     graph.raise_for_children()  # the episode is kept; the driver's own error ends the session
-    print(rate_line(str(bag), state_rate_hz, watch.driver_rate_hz or float("nan")))
+    print(rate_line(str(bag), state_rate_hz, watch.driver_rate_hz or float("nan"), BusFigures.of(watch.bus_entries),
+                    os.getloadavg()[0], os.cpu_count()))
     return RecordedMotion(bag, started, stopped, state_rate_hz, tuple(faults))

@@ -41,7 +41,15 @@ from so101_common.joints import GRIPPER, JOINT_NAMES
 from so101_common.rejections import RejectReason, diagnostic_key
 from so101_driver.errors import BusError, CommandRejected, PortError
 from so101_driver.feedback import BusCounters, Feedback
-from so101_driver.health import DiagnosticEntry, FaultWindow, bus_status, rate_values, servo_entry, servo_fault_kinds
+from so101_driver.health import (
+    CYCLE_CAPACITY_KEY,
+    DiagnosticEntry,
+    FaultWindow,
+    bus_status,
+    rate_values,
+    servo_entry,
+    servo_fault_kinds,
+)
 from so101_driver.readings import CommandResult, CycleResult, JointSample, ServoTelemetry
 from so101_feetech.calibration import JointMapping, MotorCalibration
 
@@ -546,7 +554,7 @@ class DriverCore:
             "port": self.bus.port,
             "torque_enabled": str(self.torque_enabled),
             "cycles": str(self.cycles),
-            "cycle_capacity_hz": f"{self.cycle_rate_hz():.1f}",
+            CYCLE_CAPACITY_KEY: f"{self.cycle_rate_hz():.1f}",
             **rate_values(self.config, rates),
             "retries": str(counters.retries),
             "timeouts": str(counters.timeouts),

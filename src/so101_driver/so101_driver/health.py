@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from so101_driver.driver_core import DriverConfig
     from so101_driver.readings import ServoTelemetry
 
-__all__ = ["DiagnosticEntry", "FaultRates", "FaultWindow", "bus_status", "rate_values", "servo_entry",
+__all__ = ["CYCLE_CAPACITY_KEY", "DiagnosticEntry", "FaultRates", "FaultWindow", "bus_status", "rate_values", "servo_entry",
            "servo_fault_kinds"]
 
 
@@ -72,6 +72,10 @@ class FaultWindow:
         self._restart(now, counters, cycles, missed)
         return out
 
+
+# the bus entry's key for 1 / the mean cycle duration: the most the bus round-trip allows (readers tell what
+# limits the rate by it: so101_bringup's recording line)
+CYCLE_CAPACITY_KEY = "cycle_capacity_hz"
 
 # a rate over a shorter window says little (a handful of cycles): not judged
 _MIN_RATE_WINDOW_S = 0.5

@@ -20,13 +20,13 @@ TORCHSCRIPT_SUFFIXES = (".pt", ".pth", ".ts")  # any other suffix gets ONNX, the
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from so101_gaponet.metadata import MODEL_KINDS
+    from so101_gaponet.models import NETWORK_KINDS
     from so101_gaponet.train import TrainConfig
 
     d = TrainConfig()  # the trainer's defaults are the one source of these
     parser.add_argument("--dataset", action="append", required=True, type=Path,
                         help="paired dataset folder, or a fleet dataset root (repeatable)")
-    parser.add_argument("--arch", choices=MODEL_KINDS, default=d.arch, help=f"network (default {d.arch})")
+    parser.add_argument("--arch", choices=NETWORK_KINDS, default=d.arch, help=f"network (default {d.arch})")
     parser.add_argument("--history", type=int, default=d.history, help=f"history rows the model reads (default {d.history})")
     parser.add_argument("--horizon", type=int, default=d.horizon,
                         help=f"command rows: the current command and horizon − 1 upcoming ones (default {d.horizon})")

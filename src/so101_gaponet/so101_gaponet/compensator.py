@@ -17,6 +17,9 @@ gives a constant output. The bounds and the slew limit never exceed the deployme
 one without a slew limit gets the rate cap. Without a model, while disabled, or until the window holds
 ``history`` rows (warm-up) the command passes through unchanged (Δ = 0) — but the history keeps
 filling, so enabling mid-run is safe at once.
+
+The **guard** (:class:`DeltaGuard`) watches, per joint, whether compensation makes the tracking error
+larger than it would be without, and shrinks that joint's Δ towards zero when it does.
 """
 
 from __future__ import annotations
@@ -38,13 +41,100 @@ from so101_gaponet.bounds import (
 )
 from so101_gaponet.runtime import GapModel
 
-__all__ = ["CompensatorConfig", "CompensatorError", "Compensator", "StepResult"]
+__all__ = ["CompensatorConfig", "CompensatorError", "Compensator", "DeltaGuard", "GuardSettings", "StepResult"]
 
 _log = logging.getLogger(__name__)
 
 
 class CompensatorError(ValueError):
     """Bad input to the compensator (wrong vector length, bad bounds)."""
+
+
+@dataclass(frozen=True)
+class GuardSettings:
+    """How the guard judges a joint's Δ (see :class:`DeltaGuard`)."""
+
+    window_s: float = 1.0  # s of measurements per judgement
+    response_s: float = 0.1  # s: the arm's response to a change of its goal (first-order time constant)
+    margin: float = 0.1  # a window counts against Δ by how far its RMS error ratio (with / without) exceeds 1 + margin
+    evidence: float = 1.5  # ... and Δ is shrunk once those excesses multiply to this ratio (a cumulative sum of logs)
+    floor: float = 0.0005  # rad: Δ's RMS effect below this is not judged (nothing to tell apart)
+    shrink: float = 0.25  # the scale's factor after Δ is judged worse (below 0.1: 0)
+
+    def __post_init__(self) -> None:
+        values = (self.window_s, self.response_s, self.margin, self.floor, self.shrink)
+        if not all(math.isfinite(v) and v > 0 for v in values) or self.shrink >= 1 or not self.evidence > 1:
+            raise CompensatorError(f"guard settings must be finite and > 0 (shrink < 1, evidence > 1), got {self}")
+
+
+class DeltaGuard:
+    """Per joint: is compensation making the tracking error worse? If so, shrink that joint's Δ towards zero.
+
+    The expected response is the feed-forward's own prediction: the arm follows the policy's commands one
+    step behind, as the sim does, so the tracking error is ``previous command − measured position``. What
+    the error would be without compensation is estimated from what Δ did to the arm: a goal offset moves a
+    position servo by the same offset after its response time, so the arm's position less the first-order
+    response (``response_s``) to the Δ sent is the uncompensated arm. Over each window of ``window_s`` of
+    measurements (in which Δ moved the arm by at least ``floor``) the ratio of the RMS error with Δ to that
+    estimate without it is judged: how far it exceeds ``1 + margin`` adds to the evidence against the joint's Δ
+    (a cumulative sum of log ratios, floored at 0, so a single noisy window does not decide); once the evidence
+    reaches ``evidence`` the joint's scale is multiplied by ``shrink`` (below 0.1: zero) and the event is
+    counted. A window whose ratio is below ``1 − margin`` (Δ clearly helps) doubles a shrunk scale back, up to 1.
+    The core multiplies the joint's Δ by the scale before its slew limit (no jump) and holds the joint's
+    integral correction while the scale is below 1.
+    """
+
+    def __init__(self, joints: tuple[str, ...], settings: GuardSettings, step_s: float) -> None:
+        self.joints, self.settings = joints, settings
+        count = len(joints)
+        self.scale = [1.0] * count
+        self.events = 0
+        self.last_event = ""
+        self._keep = math.exp(-step_s / settings.response_s) if step_s > 0 else 0.0
+        self._window = max(1, round(settings.window_s / step_s)) if step_s > 0 else 1
+        self._effect = [0.0] * count  # the estimated effect of Δ on the measured position (rad)
+        self._sums = [[0.0, 0.0, 0.0, 0] for _ in range(count)]  # error² with, error² without, effect², count
+        self._against = [0.0] * count  # the evidence against Δ so far: Σ log(ratio / (1 + margin)), floored at 0
+
+    def observe(self, joint: int, error: float) -> None:
+        """A fresh tracking error (``previous command − measured position``) of ``joint``."""
+        sums = self._sums[joint]
+        effect = self._effect[joint]
+        without = error + effect
+        sums[0] += error * error
+        sums[1] += without * without
+        sums[2] += effect * effect
+        sums[3] += 1
+        if sums[3] >= self._window:
+            self._judge(joint, sums)
+
+    def sent(self, joint: int, delta: float) -> None:
+        """The Δ sent to ``joint`` this step (its effect on the arm follows with the response time)."""
+        self._effect[joint] = delta + self._keep * (self._effect[joint] - delta)
+
+    def clear(self) -> None:
+        """A passthrough step: Δ is 0 and the windows start again (the scales are kept)."""
+        self._effect = [0.0] * len(self._effect)
+        self._sums = [[0.0, 0.0, 0.0, 0] for _ in self._sums]
+
+    def _judge(self, joint: int, sums: list[float]) -> None:
+        with_delta, without, effect, count = sums
+        sums[:] = [0.0, 0.0, 0.0, 0]
+        settings = self.settings
+        if effect / count < settings.floor ** 2:
+            return
+        ratio = math.sqrt(with_delta / max(without, 1e-18))
+        self._against[joint] = max(0.0, self._against[joint] + math.log(max(ratio, 1e-9) / (1.0 + settings.margin)))
+        if self._against[joint] > math.log(settings.evidence) and self.scale[joint] > 0.0:
+            self._against[joint] = 0.0
+            scale = self.scale[joint] * settings.shrink
+            self.scale[joint] = scale if scale >= 0.1 else 0.0
+            self.events += 1
+            self.last_event = (f"{self.joints[joint]}: RMS tracking error {math.sqrt(with_delta / count):.4f} rad with Δ, "
+                               f"about {math.sqrt(without / count):.4f} without: Δ scaled to {self.scale[joint]:g}")
+            _log.warning("compensation guard: %s", self.last_event)
+        elif ratio < 1.0 - settings.margin and self.scale[joint] < 1.0:
+            self.scale[joint] = min(1.0, max(self.scale[joint], 0.05) * 2.0)
 
 
 @dataclass(frozen=True)
@@ -67,6 +157,7 @@ class CompensatorConfig:
     # metadata and the overrides above may narrow them, never widen them (so101_gaponet.bounds).
     max_delta: float | tuple[float, ...] = COMPENSATOR_MAX_DELTA
     max_delta_rate: float | tuple[float, ...] = COMPENSATOR_MAX_DELTA_RATE
+    guard: GuardSettings | None = GuardSettings()  # None: no guard (Δ as the model and the feedback give it)
 
     def __post_init__(self) -> None:
         if not self.joints:
@@ -144,6 +235,8 @@ class Compensator:
             model.metadata.check_against(config.joints, role="compensator")
             check_model_within_caps(model.metadata, model.path, max_delta, max_delta_rate)
         self._history_len = model.metadata.history if model is not None else 1
+        # rows measured before the model runs (a long window starts filled with the first measurement)
+        self._warmup_rows = (model.metadata.warmup_rows or self._history_len) if model is not None else 1
         self.future_steps = model.metadata.future_steps if model is not None else 1
         bounds = config.delta_bounds if config.delta_bounds is not None else (
             model.metadata.delta_bounds if model is not None else (0.0,) * joints)
@@ -182,6 +275,8 @@ class Compensator:
         self._gains = self.feedback_gain.tolist()
         self._feedback_on = bool(self.feedback_gain.any())
         self._step_s = 1.0 / meta.rate_hz if meta is not None else 0.0  # a model step (s)
+        self.guard = DeltaGuard(config.joints, config.guard, self._step_s) \
+            if config.guard is not None and model is not None else None
         self._slew = None if self.delta_slew_limit is None else self.delta_slew_limit.tolist()
         self._previous_command: np.ndarray | None = None  # the policy command of the previous step
         self._rows_in = np.zeros((self.future_steps, joints))  # scratch: the command rows fed to the model
@@ -234,8 +329,8 @@ class Compensator:
 
     @property
     def warm(self) -> bool:
-        """True once the history window is full."""
-        return self._rows >= self._history_len
+        """True once the model's warm-up rows are measured (the whole window, unless the model says fewer)."""
+        return self._rows >= self._warmup_rows
 
     def history(self) -> np.ndarray:
         """The current window, oldest row first (a view; shape ``(H, 3·J)``)."""
@@ -326,6 +421,10 @@ class Compensator:
         back by the safety filter's bounds) is no friction or gravity offset; integrated, it winds the
         correction up to its bound and the arm overshoots by as much when it arrives. Anti-windup: the
         correction does not grow past the bound, nor while the total is clipped.
+
+        **Guard** (:class:`DeltaGuard`): each joint's tracking error is judged against the estimate without Δ;
+        the joint's Δ is multiplied by its scale before the low-pass and the slew limit, and its correction is
+        held while the scale is below 1 (it would wind up behind a Δ that is not applied).
         """
         play_width = self.direction_play
         previous: list[float] = [] if self._previous_command is None else self._previous_command.tolist()
@@ -335,9 +434,14 @@ class Compensator:
         fresh, position, velocity = self._fresh.tolist(), self._position.tolist(), self._velocity.tolist()
         shaped = self._delta.tolist()
         clipped = slew_limited = out_of_bounds = False
-        keep, slew = self._keep, self._slew
+        keep, slew, guard = self._keep, self._slew, self.guard
         for j, (wanted, target, bound, gain) in enumerate(zip(raw.tolist(), command.tolist(), self._bounds, self._gains, strict=True)):
             out_of_bounds |= abs(wanted) > bound
+            scale = 1.0
+            if guard is not None:
+                if previous and fresh[j]:
+                    guard.observe(j, previous[j] - position[j])
+                scale = guard.scale[j]
             if play_width > 0:
                 if play[j] is None:
                     play[j] = target
@@ -350,7 +454,7 @@ class Compensator:
             current = integrals[side[j]][j]
             if feedback:
                 error = previous[j] - position[j] if fresh[j] else 0.0
-                step = gain * error if abs(error) <= bound else 0.0
+                step = gain * error if abs(error) <= bound and scale == 1.0 else 0.0
                 total = wanted + current
                 if abs(total) >= bound and (step > 0) - (step < 0) == (total > 0) - (total < 0):
                     step = 0.0
@@ -362,6 +466,7 @@ class Compensator:
             total = wanted + current
             wanted = min(max(total, -bound), bound)
             clipped |= wanted != total
+            wanted *= scale
             if keep > 0:
                 wanted += keep * (shaped[j] - wanted)
             if slew is not None:
@@ -370,6 +475,8 @@ class Compensator:
                 shaped[j] += min(max(change, -slew[j]), slew[j])
             else:
                 shaped[j] = wanted
+            if guard is not None:
+                guard.sent(j, shaped[j])
         self._delta[:] = shaped
         self._stats.clipped_steps += clipped
         self._stats.slew_limited_steps += slew_limited
@@ -379,7 +486,8 @@ class Compensator:
         joints, size = len(self.config.joints), self._history_len
         previous = self._last_output if self._last_output is not None else self._position
         slot = self._rows % size
-        for index in (slot, slot + size):
+        # the first row fills the whole window: the arm at rest where it was first measured, until rows replace it
+        for index in (slot, slot + size) if self._rows else range(2 * size):
             row = self._ring[index]
             row[:joints] = self._position
             row[joints:2 * joints] = self._velocity
@@ -404,6 +512,8 @@ class Compensator:
     def _clear_integrals(self) -> None:
         for row in self._integrals:
             row[:] = [0.0] * len(row)
+        if self.guard is not None:
+            self.guard.clear()
 
     # -- reporting ------------------------------------------------------------------------------
     def latency_percentiles(self) -> tuple[float, float]:
@@ -440,7 +550,11 @@ class Compensator:
             "feedback_correction": [round(self._integrals[side][j], 5) for j, side in enumerate(self._side)],
             "direction_play": self.direction_play,
             "last_delta": [round(float(d), 5) for d in self._delta],
+            "guard": "off" if self.guard is None else "on",
         }
+        if self.guard is not None:
+            info.update({"guard_scale": [round(g, 3) for g in self.guard.scale], "guard_events": self.guard.events,
+                         "guard_last_event": self.guard.last_event})
         if self.model is not None:
             info.update(self.model.describe())
         return info

@@ -34,7 +34,7 @@ from trajectory_msgs.msg import JointTrajectory
 from so101_common import topics
 from so101_common.joints import JointSpecError, reorder
 from so101_gaponet.chunks import ActionChunk
-from so101_gaponet.compensator import Compensator, CompensatorConfig, CompensatorError
+from so101_gaponet.compensator import Compensator, CompensatorConfig, CompensatorError, GuardSettings
 from so101_gaponet.metadata import ModelFileError
 from so101_gaponet.model_file import load_model
 from so101_gaponet.parameters import CHUNK_TOPIC, CompensatorParameters
@@ -56,7 +56,7 @@ class CompensatorNode(Node):
             delta_slew_limit=tuple(p.delta_slew_limit) or None,
             delta_smoothing_s=p.delta_smoothing_s if p.delta_smoothing_s >= 0 else None,
             feedback_gain=tuple(p.feedback_gain) or None, max_delta=tuple(p.max_delta),
-            max_delta_rate=tuple(p.max_delta_rate)), model)
+            max_delta_rate=tuple(p.max_delta_rate), guard=GuardSettings() if p.guard else None), model)
         self.joints = joints
         self.command_timeout = p.command_timeout
         self.period = 1.0 / model.metadata.rate_hz if model is not None else 0.0
@@ -158,9 +158,12 @@ class CompensatorNode(Node):
         status = DiagnosticStatus(name=f"{self.get_name()}: GapONet compensator", hardware_id="so101")
         probe = self.core.model.probe if self.core.model is not None else None
         beyond = probe is not None and not probe.within_bounds
-        status.level = DiagnosticStatus.WARN if info["faults"] or beyond else DiagnosticStatus.OK
+        shrunk = [j for j, scale in zip(self.joints, info.get("guard_scale", ()), strict=False) if scale < 1.0]
+        status.level = DiagnosticStatus.WARN if info["faults"] or beyond or shrunk else DiagnosticStatus.OK
         status.message = info["mode"] + ("" if info["warm"] or self.core.model is None else " (warming up)") + (
             "; the model's Δ leaves its bounds (clipped): see load_probe" if beyond else "")
+        if shrunk:
+            status.message += f"; guard: compensation made {', '.join(shrunk)} track worse, Δ shrunk there"
         info["action_chunk"] = "none" if self._chunk is None else f"{len(self._chunk.time)} points"
         status.values = [KeyValue(key=str(k), value=str(v)) for k, v in info.items()]
         array = DiagnosticArray(status=[status])

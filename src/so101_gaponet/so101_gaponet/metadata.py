@@ -64,10 +64,10 @@ TORCHSCRIPT_EXTRA_FILE = "so101_gaponet.json"  # TorchScript _extra_files name
 # One history row per control step: measured position, measured velocity, and the command that
 # was in force when that state was measured (the previous step's output to the arm or the sim).
 HISTORY_FEATURES: tuple[str, ...] = ("real_position", "real_velocity", "previous_command")
-MODEL_KINDS: tuple[str, ...] = ("deeponet", "transformer", "mlp", "joint_mlp", "linear")
+MODEL_KINDS: tuple[str, ...] = ("deeponet", "transformer", "mlp", "joint_mlp", "linear", "context_mlp")
 ROLES: tuple[str, ...] = ("compensator", "sim_delta")
 
-ModelKind = Literal["deeponet", "transformer", "mlp", "joint_mlp", "linear"]
+ModelKind = Literal["deeponet", "transformer", "mlp", "joint_mlp", "linear", "context_mlp"]
 Role = Literal["compensator", "sim_delta"]
 FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
 PositiveFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
@@ -115,6 +115,9 @@ class GapModelMetadata(_Strict):
     model_kind: ModelKind
     joints: tuple[str, ...]  # joint order of every per-joint vector, names from the joint spec
     history: int = Field(ge=1)  # rows of history the model reads (control steps)
+    # Measured rows the compensator core needs before the model runs; the window's older rows then repeat the
+    # first measurement (the arm at rest where it was first seen). None: the whole window.
+    warmup_rows: int | None = Field(default=None, ge=1)
     future_steps: int = Field(default=1, ge=1)  # command rows the model reads: current first, then upcoming
     rate_hz: PositiveFloat  # control rate of the history and the command rows
     horizon: int = Field(ge=1)  # steps over which the training objective looks ahead (informational)
@@ -159,6 +162,8 @@ class GapModelMetadata(_Strict):
             if values is not None and len(values) != joints:
                 raise ValueError(f"{name}: expected a list of {joints} numbers, got {len(values)}")
         self.normalisation.check_sizes(joints, self.history_columns)
+        if self.warmup_rows is not None and self.warmup_rows > self.history:
+            raise ValueError(f"warmup_rows: {self.warmup_rows} exceeds the history window ({self.history} rows)")
         if self.state_size and self.role != "sim_delta":
             # the compensator core resets and bypasses its model (warm-up, passthrough): no state semantics there
             raise ValueError(f"state_size: a recurrent state is supported for role 'sim_delta' only, not {self.role!r}")

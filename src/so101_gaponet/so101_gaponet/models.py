@@ -23,16 +23,18 @@ from typing import Any
 import torch
 from torch import nn
 
-from so101_gaponet.metadata import MODEL_KINDS
+__all__ = ["NETWORK_KINDS", "ArchConfig", "DeepONet", "HistoryMLP", "HistoryTransformer", "JointMLP", "PerJointLinear", "build_model"]
 
-__all__ = ["ArchConfig", "DeepONet", "HistoryMLP", "HistoryTransformer", "JointMLP", "PerJointLinear", "build_model"]
+# The networks build_model makes (the file's model_kind; the population compensator's ``context_mlp`` is built
+# with its own input stage by so101_gaponet.context).
+NETWORK_KINDS: tuple[str, ...] = ("deeponet", "transformer", "mlp", "joint_mlp", "linear")
 
 
 @dataclass(frozen=True)
 class ArchConfig:
     """Network shape; stored in the model metadata's ``architecture`` record."""
 
-    kind: str  # one of MODEL_KINDS
+    kind: str  # one of NETWORK_KINDS
     joints: int  # J
     history: int  # H rows
     features: int  # F feature groups per row (columns = F·J)
@@ -44,8 +46,8 @@ class ArchConfig:
     layers: int = 2  # Transformer: encoder blocks
 
     def __post_init__(self) -> None:
-        if self.kind not in MODEL_KINDS:
-            raise ValueError(f"unknown architecture {self.kind!r}; expected one of {list(MODEL_KINDS)}")
+        if self.kind not in NETWORK_KINDS:
+            raise ValueError(f"unknown architecture {self.kind!r}; expected one of {list(NETWORK_KINDS)}")
         for name in ("joints", "history", "features", "future_steps", "hidden", "probes", "basis", "heads", "layers"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be ≥ 1, got {getattr(self, name)}")

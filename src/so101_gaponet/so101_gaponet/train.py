@@ -38,8 +38,8 @@ from tqdm import tqdm
 from so101_common.paired_dataset import DatasetError, PairedDataset
 from so101_common.trajectory import causal_velocity
 from so101_gaponet.inputs import RelativeStateInputs
-from so101_gaponet.metadata import HISTORY_FEATURES, MODEL_KINDS, GapModelMetadata, ModelKind, Normalisation
-from so101_gaponet.models import ArchConfig, PerJointLinear, build_model
+from so101_gaponet.metadata import HISTORY_FEATURES, GapModelMetadata, ModelKind, Normalisation
+from so101_gaponet.models import NETWORK_KINDS, ArchConfig, PerJointLinear, build_model
 
 __all__ = ["CompensatorSamples", "compensator_samples", "compensator_arch", "compensator_module", "compensator_metadata", "delta_loss", "normalised_tensors", "normalisation_of", "FitResult", "TrainConfig", "TrainResult", "TrainingError", "build_samples", "fit_network", "train", "git_revision"]
 
@@ -54,7 +54,7 @@ class TrainingError(ValueError):
 class TrainConfig:
     """Training settings."""
 
-    arch: str = "joint_mlp"  # one of MODEL_KINDS (joint_mlp: see so101_gaponet.models.JointMLP for why)
+    arch: str = "joint_mlp"  # one of NETWORK_KINDS (joint_mlp: see so101_gaponet.models.JointMLP for why)
     history: int = 4  # rows of history the model reads
     horizon: int = 8  # command rows the model reads: the current command and horizon − 1 upcoming ones
     feedback_gain: float = 0.05  # integral feedback of the core per step (see module doc); 0 = none
@@ -78,8 +78,8 @@ class TrainConfig:
     progress: bool = True  # tqdm progress bar
 
     def __post_init__(self) -> None:
-        if self.arch not in MODEL_KINDS:
-            raise TrainingError(f"unknown arch {self.arch!r}; expected one of {list(MODEL_KINDS)}")
+        if self.arch not in NETWORK_KINDS:
+            raise TrainingError(f"unknown arch {self.arch!r}; expected one of {list(NETWORK_KINDS)}")
         if self.history < 1 or self.horizon < 1 or self.epochs < 1 or self.batch_size < 1:
             raise TrainingError("history, horizon, epochs and batch_size must be ≥ 1")
         if not 0 < self.validation_fraction < 0.5:

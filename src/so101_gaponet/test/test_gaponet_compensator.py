@@ -221,3 +221,53 @@ def test_the_correction_does_not_wind_up_while_the_arm_travels_to_a_far_command(
         comp.update_measured(command - 0.02, np.zeros(6), stamp=i * 0.02)
         comp.compensate(command, now=i * 0.02)
     assert all(c > 0.01 for c in comp.status()["feedback_correction"])
+
+
+def test_a_long_window_model_runs_after_its_warm_up_rows_with_the_window_filled_by_the_first_measurement(
+        tmp_path: Path) -> None:
+    from so101_gaponet.context import ContextCompensator
+    from so101_gaponet.metadata import GapModelMetadata, Normalisation
+
+    columns, rows = 18, 12
+    norm = Normalisation(history_mean=(0.0,) * columns, history_std=(1.0,) * columns, command_mean=(0.0,) * 6,
+                         command_std=(1.0,) * 6, delta_mean=(0.0,) * 6, delta_std=(0.01,) * 6)
+    torch.manual_seed(0)
+    module = ContextCompensator(norm, JOINT_NAMES, 2, rows, np.full(6, 0.05), np.full(6, 0.05), np.full(6, 0.2),
+                                hidden=8, encoder_hidden=4, latent=2)
+    meta = GapModelMetadata(role="compensator", model_kind="context_mlp", joints=JOINT_NAMES, history=rows,
+                            warmup_rows=3, future_steps=2, rate_hz=50.0, horizon=2, normalisation=norm,
+                            delta_bounds=(0.1,) * 6, architecture=module.record())
+    comp = Compensator(CONFIG, load_model(save_onnx(module, meta, tmp_path / "m.onnx")))
+    first = np.linspace(-0.2, 0.3, 6)
+    results = []
+    for i in range(4):
+        comp.update_measured(first + 0.01 * i, np.zeros(6), stamp=0.02 * i)
+        results.append(comp.compensate(first + 0.05, now=0.02 * i))
+        if i == 0:  # the whole window is the first measurement: the arm at rest where it was first seen
+            np.testing.assert_array_equal(comp.history()[:, :6], np.tile(first, (rows, 1)))
+    assert [r.compensated for r in results] == [False, False, True, True]
+    np.testing.assert_allclose(comp.history()[-4:, 0], first[0] + 0.01 * np.arange(4))
+    np.testing.assert_allclose(comp.history()[:-4, 0], first[0])
+
+
+def test_the_guard_shrinks_a_delta_that_makes_the_error_larger_and_keeps_one_that_removes_it() -> None:
+    """Known answers on one joint at 50 Hz: a constant Δ of 0.01 rad whose whole effect shows up as tracking error
+    (the arm was on the reference without it) is shrunk to 0.25 after one 1 s window and to 0 after the next;
+    the same Δ whose effect cancels an error the arm had is left alone."""
+    from so101_gaponet.compensator import DeltaGuard, GuardSettings
+
+    def run(sign: float) -> DeltaGuard:
+        guard = DeltaGuard(("shoulder_pan",), GuardSettings(), step_s=0.02)
+        effect = 0.0
+        for _ in range(100):
+            delta = 0.01 * guard.scale[0]
+            guard.observe(0, -effect if sign < 0 else 0.0)  # error = error without Δ − Δ's effect
+            guard.sent(0, delta)
+            effect = delta + np.exp(-0.02 / 0.1) * (effect - delta)
+        return guard
+
+    harmful = run(-1.0)
+    assert harmful.scale == [0.0] and harmful.events == 2
+    assert harmful.last_event.startswith("shoulder_pan: RMS tracking error")
+    helpful = run(+1.0)
+    assert helpful.scale == [1.0] and helpful.events == 0

@@ -84,7 +84,7 @@ def test_torchscript_without_metadata(tmp_path: Path, tiny) -> None:
     ({"schema_version": 99}, "schema version 99 not supported"),
     ({"schema_version": 1}, "schema version 1 not supported"),
     ({"joints": ["a", "b", "c", "d", "e", "f"]}, "joints: .*do not match the joint spec"),
-    ({"model_kind": "resnet"}, "model_kind: Input should be 'deeponet', 'transformer', 'mlp', 'joint_mlp' or 'linear'"),
+    ({"model_kind": "resnet"}, "model_kind: Input should be 'deeponet', 'transformer', 'mlp', 'joint_mlp', 'linear' or 'context_mlp'"),
     ({"role": "controller"}, "role: Input should be 'compensator' or 'sim_delta'"),
     ({"history": 0}, "history: Input should be greater than or equal to 1"),
     ({"future_steps": 0}, "future_steps: Input should be greater than or equal to 1"),
@@ -98,6 +98,8 @@ def test_torchscript_without_metadata(tmp_path: Path, tiny) -> None:
     ({"delta_smoothing_s": -0.1}, "delta_smoothing_s: Input should be greater than or equal to 0"),
     ({"unknown_key": 1}, "unknown_key: Extra inputs are not permitted"),
     ({"state_size": 7}, "state_size: a recurrent state is supported for role 'sim_delta' only"),
+    ({"warmup_rows": 99}, "warmup_rows: 99 exceeds the history window"),
+    ({"warmup_rows": 0}, "warmup_rows: Input should be greater than or equal to 1"),
 ])
 def test_invalid_metadata_fields(tiny, tmp_path: Path, changes: dict, message: str) -> None:
     with pytest.raises(ModelFileError, match=message):

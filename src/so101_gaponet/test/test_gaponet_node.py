@@ -90,7 +90,7 @@ def test_node_compensates_within_bounds_and_passes_through_when_disabled(peer) -
         assert spin_until(lambda: any(s.values and dict((v.key, v.value) for v in s.values).get("mode") == "disabled"
                                       for d in diagnostics for s in d.status))
         status = {v.key: v.value for v in diagnostics[-1].status[0].values}
-        assert status["model_kind"] == "joint_mlp" and float(status["latency_p99_us"]) > 0
+        assert status["model_kind"] == "context_mlp" and float(status["latency_p99_us"]) > 0
         assert proc.alive()
     assert proc.process.returncode == 0, proc.output()
 
@@ -181,43 +181,6 @@ def test_node_composes_in_process_with_the_shipped_yaml() -> None:
         node.destroy_node()
     finally:
         rclpy.shutdown(context=context)
-
-
-def _stamp_s(msg: JointState) -> float:
-    return msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9
-
-
-def test_a_30_hz_policy_into_a_50_hz_model_gets_50_hz_steps_holding_its_latest_command(peer) -> None:
-    """The rate contract: the compensator steps on its own clock at the model's rate (50 Hz) whatever the
-    policy's rate, each step on the latest command."""
-    node, executor = peer
-    outputs: list[JointState] = []
-    node.create_subscription(JointState, "/gaponet/joint_command", outputs.append, 50)
-    commands = node.create_publisher(JointState, "/policy/joint_command", 10)
-    states = node.create_publisher(JointState, "/joint_states", 10)
-    measured = np.array([0.0, -0.2, 0.3, 0.1, 0.0, 0.2])
-    sent: list[float] = []
-    with NodeProcess("so101_gaponet.compensator_node", ["--ros-args", "-p", f"model_path:={SHIPPED_MODEL}"]) as proc:
-        assert wait_for(lambda: executor.spin_once(timeout_sec=0.01) or commands.get_subscription_count() > 0,
-                        timeout=20.0, interval=0.0), proc.output()
-        def publish_command() -> None:
-            sent.append(0.01 * len(sent))
-            commands.publish(_msg(measured + sent[-1]))
-
-        policy = node.create_timer(1 / 30, publish_command)
-        arm = node.create_timer(1 / 50, lambda: states.publish(_msg(measured)))
-        assert wait_for(lambda: executor.spin_once(timeout_sec=0.01) or len(outputs) >= 120, timeout=30.0,
-                        interval=0.0), proc.output()
-        policy.cancel()
-        arm.cancel()
-    stamps = np.array([_stamp_s(m) for m in outputs[20:]])
-    rate = (len(stamps) - 1) / (stamps[-1] - stamps[0])
-    assert 45.0 < rate < 55.0, rate  # the model's 50 Hz, not the policy's 30 Hz
-    # every output is a command the policy sent, plus a bounded Δ: held between the policy's messages
-    bounds = np.array(load_model(SHIPPED_MODEL).metadata.delta_bounds)
-    for message in outputs[20:]:
-        offsets = np.array(message.position) - measured
-        assert np.min(np.abs(np.array(sent)[:, None] - offsets[None, :]) - bounds[None, :], axis=0).max() <= 1e-6
 
 
 def test_the_action_chunk_reaches_the_model_rows() -> None:
@@ -325,3 +288,45 @@ def test_a_slower_policy_gets_fill_in_steps_at_the_model_rate_and_a_faster_one_n
     fast = _drive(list(np.arange(200) / 100.0), until=2.0)  # 100 Hz: the latest command, once a period
     gaps = np.diff([t for t, _ in fast])
     assert gaps.min() >= 0.75 * 0.02 - 1e-9 and 90 <= len(fast) <= 105, (gaps.min(), len(fast))
+
+
+def test_a_30_hz_policy_into_a_50_hz_model_gets_50_hz_steps_holding_its_latest_command() -> None:
+    """The rate contract on a simulated clock: the compensator steps at the model's rate (50 Hz) whatever the
+    policy's rate (30 Hz), each step on the latest command the policy sent."""
+    arrivals = list(np.arange(90) / 30.0)
+    steps = _drive(arrivals, until=3.0)
+    times = np.array([t for t, _ in steps])
+    assert abs((len(times) - 1) / (times[-1] - times[0]) - 50.0) < 1.0  # the model's rate, not the policy's
+    latest = np.searchsorted(arrivals, times, side="right") - 1
+    assert [value for _, value in steps] == latest.tolist()
+
+
+def test_a_joint_the_guard_shrank_is_a_warning_on_diagnostics_naming_it() -> None:
+    from diagnostic_msgs.msg import DiagnosticStatus
+    from rclpy.context import Context
+
+    from so101_gaponet.compensator_node import CompensatorNode
+
+    context = Context()
+    rclpy.init(context=context)
+    try:
+        node = CompensatorNode(context=context, cli_args=["--ros-args", "-p", f"model_path:={SHIPPED_MODEL}"])
+        published: list[DiagnosticArray] = []
+        node._diag.publish = published.append  # type: ignore[method-assign]
+        node._publish_diagnostics()
+        assert published[-1].status[0].level == DiagnosticStatus.OK
+        assert {v.key: v.value for v in published[-1].status[0].values}["guard"] == "on"
+        guard = node.core.guard
+        assert guard is not None
+        guard.scale[3] = 0.25  # what DeltaGuard does to a joint whose Δ made its tracking worse
+        node._publish_diagnostics()
+        status = published[-1].status[0]
+        assert status.level == DiagnosticStatus.WARN and "guard" in status.message and "wrist_flex" in status.message
+        assert {v.key: v.value for v in status.values}["guard_scale"] == str([1.0, 1.0, 1.0, 0.25, 1.0, 1.0])
+        node.destroy_node()
+        off = CompensatorNode(context=context, cli_args=["--ros-args", "-p", f"model_path:={SHIPPED_MODEL}",
+                                                         "-p", "guard:=false"])
+        assert off.core.guard is None and off.core.status()["guard"] == "off"
+        off.destroy_node()
+    finally:
+        rclpy.shutdown(context=context)

@@ -21,7 +21,7 @@ from so101_virtual.profiles import (
     write_profile,
 )
 
-SHIPPED = ("default", "ideal", "worn", "heavy_payload", "laggy_bus", "unfitted")
+SHIPPED = ("default", "ideal", "worn", "heavy_payload", "laggy_bus", "slow_bus", "weak_gains", "unfitted")
 
 
 def write(tmp_path: Path, text: str, name: str = "p.yaml") -> Path:

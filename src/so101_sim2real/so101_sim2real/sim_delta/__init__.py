@@ -11,6 +11,6 @@ their comparison with the real arm), :mod:`.trainer` (supervised fit + DAgger), 
 __all__ = ["SIM_DELTA_KINDS"]
 
 # The sim-delta architectures (GapONet's DeepONet, a Transformer, the shipped per-joint MLP, and the
-# per-joint linear baseline); the compensator's other kinds (so101_gaponet.metadata.MODEL_KINDS) are not
+# per-joint linear baseline); the compensator's other kinds (so101_gaponet.models.NETWORK_KINDS) are not
 # trained here. Defined here, without torch, for the command line's choices.
 SIM_DELTA_KINDS = ("mlp", "deeponet", "transformer", "linear")

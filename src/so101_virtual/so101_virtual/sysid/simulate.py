@@ -90,6 +90,10 @@ class ArmPlant:
         for memory, goal in zip(self._servos, command, strict=True):
             memory.set(Register.Goal_Position, _raw(goal))
 
+    def status(self) -> list[int]:
+        """Every servo's ``Status`` register (protection bits: overload, overcurrent, overheat, voltage)."""
+        return [memory.get(Register.Status) for memory in self._servos]
+
     def true_positions(self) -> np.ndarray:
         """Joint angles (J,) rad of the mechanism itself (no encoder quantisation or noise)."""
         return self._physics.true_positions()

@@ -7,11 +7,9 @@
 3. replay the recorded commands in the built-in MuJoCo simulator, pair real and sim, and write the
    gap reports (HTML + PNG).
 
-By default the demo closes the loop on motions the compensator never saw: the evaluation motions without
-compensation (the baseline), then excitation episodes (``excitation-<seed>``), each paired with a MuJoCo
-replay and used to refine the shipped population compensator for this arm (``so101_gaponet.refine``) until
-its validation on the next episode stops improving (at most ``--excitation`` episodes; a progress line per
-episode says why it stopped) → the evaluation motions again, compensated with the refined model →
+By default the demo closes the loop on motions the compensator never saw: excitation episodes
+(``excitation-<seed>``) and the evaluation motions without compensation → paired datasets → a GapONet
+compensator trained on the excitation episodes only → the evaluation motions again, compensated →
 before/after comparison on the evaluation motions (``comparison/comparison.json``, HTML + PNG, and a
 printed per-joint table). ``--single`` runs one motion once (with the shipped model unless
 ``--no-compensation``).
@@ -25,26 +23,23 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 
 from so101_apps import ros_environment
-from so101_apps.motion_runs import MotionSpec, RecordedMotion
+from so101_apps.motion_runs import MotionSpec
 from so101_apps.session import run_session
 from so101_bringup.node_specs import GraphOptions
-from so101_bringup.share import config_dir, models_dir
+from so101_bringup.share import config_dir
 from so101_common import topics
 from so101_common.joints import JOINT_NAMES, SHORT_NAMES
 from so101_common.paired_dataset import PairedDataset
-from so101_gaponet.refine import RefineSettings
 from so101_policy.motions import EXCITATION_PREFIX
 
 __all__ = ["add_arguments", "run"]
 
 DEFAULT_EVAL_MOTIONS = ("multisine", "chirp_sweep")  # config/motions/<name>.txt: real SAGE motions
-REFINE = RefineSettings(max_episodes=4)  # the demo's refinement: at most 4 × 20 s of excitation
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -53,10 +48,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--eval-motion", nargs="+", default=None, metavar="FILE",
                         help="evaluation motions, never trained on (SAGE motion files or built-in names; default "
                              f"config/motions/{{{','.join(DEFAULT_EVAL_MOTIONS)}}}.txt)")
-    parser.add_argument("--excitation", type=int, default=REFINE.max_episodes,
-                        help="most excitation episodes the compensator is refined on (it stops earlier when its "
-                             "validation stops improving; at least 2)")
-    parser.add_argument("--excitation-seconds", type=float, default=20.0, help="seconds per excitation episode")
+    parser.add_argument("--excitation", type=int, default=2, help="excitation episodes the compensator is trained on")
+    parser.add_argument("--excitation-seconds", type=float, default=30.0, help="seconds per excitation episode")
     parser.add_argument("--motion", default="sweep", help="with --single: built-in motion (sweep, wave, hold), "
                                                           "excitation-<seed> or SAGE motion file")
     parser.add_argument("--duration", type=float, default=0.0, help="seconds of a built-in motion (default 12)")
@@ -65,11 +58,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="one episode only (shipped GapONet model) instead of baseline → train → compensated")
     parser.add_argument("--no-compensation", action="store_true", help="with --single: policy straight into safety")
     parser.add_argument("--gaponet-model", type=Path, default=None,
-                        help="this compensator model instead of the shipped one: with --single, run as it is (ONNX, "
-                             "or TorchScript: that is code, torch.jit.load runs it; use only files you trust); "
-                             "otherwise the population model (ONNX) refined for this arm")
-    parser.add_argument("--epochs", type=int, default=REFINE.epochs,
-                        help=f"refinement epochs per episode (default {REFINE.epochs})")
+                        help="with --single: this compensator model instead of the shipped one (ONNX, or "
+                             "TorchScript: that is code, torch.jit.load runs it; use only files you trust)")
+    parser.add_argument("--epochs", type=int, default=30, help="GapONet training epochs in the loop (default 30)")
     parser.add_argument("--print-period", type=float, default=1.0, help="seconds between live joint-state lines")
     parser.add_argument("--no-analysis", action="store_true", help="stop after recording (no replay/pair/report)")
     parser.add_argument("--web", action="store_true",
@@ -105,42 +96,15 @@ def _analyse(bags: dict[str, Path], out: Path) -> dict:
     return summary
 
 
-class _Refiner:
-    """After each excitation episode: pair it, refine the model on the episodes so far, say whether to go on."""
+def _train(dataset: Path, out: Path, epochs: int) -> Path:
+    from so101_gaponet.export import train_and_export
 
-    def __init__(self, start: Path, settings: RefineSettings, names: set[str], out: Path) -> None:
-        from so101_gaponet.refine import Refinement
-
-        self.refinement = Refinement.from_file(start, settings)
-        self.names, self.out, self.start = names, out, start
-        self.bags: dict[str, Path] = {}
-        print(f"\n   refining {start} for this arm: excitation episodes until validation stops improving "
-              f"(at most {settings.max_episodes}; the evaluation motions are not in them)")
-
-    def __call__(self, name: str, recorded: RecordedMotion) -> bool:
-        if name not in self.names:
-            return True
-        self.bags[name] = recorded.bag
-        dataset = _pair({name: recorded.bag}, self.out / name)
-        step = self.refinement.add(dataset)
-        print(step.line(name), flush=True)
-        return not self.refinement.done
-
-    def write(self) -> Path:
-        """The refined model, its refinement record beside it, and every excitation episode as one dataset."""
-        from so101_gaponet.export import write_and_check
-
-        model = self.out.parent / "gaponet_refined.onnx"
-        result = self.refinement.model
-        error = write_and_check(result.module, result.metadata, model, "onnx")
-        if error > 1e-4:
-            raise RuntimeError(f"exported model differs from the trained one by {error:.2e}")
-        model.with_suffix(".json").write_text(json.dumps(
-            {"start": str(self.start), "episodes": list(self.bags), "stopped": self.refinement.steps[-1].stop,
-             "steps": [dataclasses.asdict(s) for s in self.refinement.steps]}, indent=2) + "\n")
-        _pair(self.bags, self.out)
-        print(f"   wrote {model} (refined on {', '.join(self.bags)})")
-        return model
+    model = out / "gaponet_trained.onnx"
+    print(f"\n== training a GapONet compensator on {dataset} ({epochs} epochs; the evaluation motions are not in it)")
+    figures = train_and_export([dataset], model, "onnx", epochs=epochs, progress=False)
+    print(f"   wrote {model}: validation loss {figures['initial_validation_loss']:.4f} → "
+          f"{figures['validation_loss']:.4f}")
+    return model
 
 
 def _options(folder: Path, args: argparse.Namespace, compensation: bool, model: Path | None, task: str) -> GraphOptions:
@@ -175,17 +139,17 @@ def run(args: argparse.Namespace) -> int:
     from so101_sim2real.analysis.report import write_comparison
 
     evaluation = _eval_motions(args)
-    settings = RefineSettings(max_episodes=max(args.excitation, REFINE.min_episodes), epochs=args.epochs)
     excitation = [MotionSpec(f"{EXCITATION_PREFIX}{seed}", f"{EXCITATION_PREFIX}{seed}", args.excitation_seconds)
-                  for seed in range(settings.max_episodes)]
+                  for seed in range(args.excitation)]
     if {m.name for m in excitation} & {m.name for m in evaluation}:
         raise ValueError("an evaluation motion may not be an excitation (training) motion")
-    refiner = _Refiner(args.gaponet_model or models_dir() / "gaponet_so101_default.onnx", settings, {m.name for m in excitation}, out / "excitation")
-    recorded = run_session("uncompensated: the evaluation motions, then excitation until the model has enough",
+    recorded = run_session("uncompensated: excitation, then the evaluation motions",
                            _options(out / "uncompensated", args, False, None, "demo"),
-                           [*evaluation, *excitation], args.print_period, after_each=refiner)
+                           [*excitation, *evaluation], args.print_period)
+    print("\n== pairing the excitation episodes with a MuJoCo replay")
+    _pair({m.name: recorded[m.name].bag for m in excitation}, out / "excitation")
     baseline = _analyse({m.name: recorded[m.name].bag for m in evaluation}, out / "baseline")
-    model = refiner.write()
+    model = _train(out / "excitation" / "dataset", out, args.epochs)
     compensated_runs = run_session("compensated: the evaluation motions",
                                    _options(out / "compensated", args, True, model, "demo"), evaluation,
                                    args.print_period)

@@ -1,21 +1,22 @@
-"""``so101 train-compensator``: GapONet compensators trained on virtual arms, judged on arms and motions they never saw.
+"""``so101 train-compensator``: GapONet compensators trained on virtual arms, judged on motions (and arms) they never saw.
 
     so101 train-compensator                                   # rebuilds models/gaponet_so101_default.onnx
-    so101 train-compensator --profile worn --out worn.onnx    # the shipped model refined on one arm
-    so101 train-compensator --profile worn --scratch          # the previous method: that arm's own model
+    so101 train-compensator --profile worn --out worn.onnx --eval-profile default
+    so101 train-compensator --population --out pop.onnx       # experimental: one model for a population of arms
+    so101 train-compensator --profile worn --refine pop.onnx  # experimental: that model refined on one arm
 
-Without ``--profile``: the population compensator, the shipped default — excitation on arms drawn from the
-gap-profile population (simulated time), one model trained on all of them, judged on held-out arms (drawn
-from the population's test seeds, and any ``--eval-profile``) on the held-out motions, with the feed-forward's
-stability on every arm (``so101_apps.compensation.recipe.train_population_compensator``).
+Default (one arm's own model, the shipped method): excitation episodes on the virtual SO-101 of ``--profile``
+(simulated time) → paired with the MuJoCo replay → trained → closed-loop evaluation on the evaluation motions
+(default: the real SAGE motions in ``config/motions``), printed per joint and written to ``OUT.json``.
 
-With ``--profile``: the shipped (or ``--from``) population model refined on that arm, collecting excitation
-until its validation stops improving (a progress line per episode says why it stopped), judged before and
-after (``refine_compensator``); ``--scratch``: a model of that arm's own from a fixed number of episodes.
+``--population``: excitation on arms drawn from the gap-profile population, one model trained on all of them,
+judged on held-out arms (the population's test seeds and any ``--eval-profile``) with the feed-forward's
+stability on every arm (``so101_apps.compensation.recipe.train_population_compensator``). ``--refine FROM``:
+that model refined on ``--profile``, collecting excitation until its validation stops improving (a progress
+line per episode says why it stopped), judged before and after. Both are experimental: measured on held-out
+arms they do not yet beat one arm's own model (``docs/research/gaponet.md``).
 
-The evaluation motions default to the real SAGE motions in ``config/motions`` (never trained on: training
-uses excitation motions only). Reports are written to ``OUT.json``. Exits 1 when a compensator makes a
-joint worse, pooled over the evaluation motions, on an arm it is judged on.
+Exits 1 when a compensator makes a joint worse, pooled over the evaluation motions, on an arm it is judged on.
 """
 
 from __future__ import annotations
@@ -46,31 +47,31 @@ _REFINE = RefineSettings()
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--profile", default=None,
-                        help="refine for this arm (gap profile name or YAML file); default: train the population model")
-    parser.add_argument("--out", type=Path, default=None, help="model file (default models/gaponet_so101_default.onnx "
-                                                               "without --profile, else gaponet_<profile>.onnx)")
+    parser.add_argument("--profile", default="default", help="gap profile of the virtual arm (name or YAML file)")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="model file (default: models/gaponet_so101_default.onnx for the default arm, else "
+                             "gaponet_<profile>.onnx; with --population gaponet_population.onnx)")
     parser.add_argument("--eval-motion", nargs="+", default=None, metavar="FILE",
                         help="SAGE motion files to judge on (default: config/motions/*.txt)")
     parser.add_argument("--eval-profile", nargs="*", default=[], metavar="PROFILE",
-                        help="further arms to judge the model on as it is (population: beside the drawn held-out arms)")
-    population = parser.add_argument_group("the population model (without --profile)")
-    population.add_argument("--arms", type=int, default=_POPULATION.arms, help="training arms (population seeds 0..N-1)")
-    population.add_argument("--eval-arms", type=int, default=_POPULATION.eval_arms,
-                            help="held-out arms drawn from the population's test seeds")
-    population.add_argument("--data", type=Path, default=None,
-                            help="keep the arms' excitation datasets here (reused by a later run with the same arms)")
-    refine = parser.add_argument_group("per-arm (with --profile)")
-    refine.add_argument("--from", dest="start", type=Path, default=None,
-                        help="population model to refine (default: the shipped models/gaponet_so101_default.onnx)")
-    refine.add_argument("--max-episodes", type=int, default=_REFINE.max_episodes, help="cap on excitation episodes")
-    refine.add_argument("--scratch", action="store_true",
-                        help="the previous method: this arm's own model from --episodes excitation motions")
+                        help="further arms to judge the model on as it is")
     parser.add_argument("--episodes", type=int, default=None,
-                        help=f"excitation motions per arm (population: {_POPULATION.episodes}; --scratch: {_RECIPE.episodes})")
+                        help=f"excitation motions per arm (default {_RECIPE.episodes}; --population: {_POPULATION.episodes})")
     parser.add_argument("--duration", type=float, default=_RECIPE.duration, help="s per excitation motion")
     parser.add_argument("--epochs", type=int, default=None, help="training epochs")
     parser.add_argument("--seed", type=int, default=_RECIPE.seed, help="training seed")
+    experimental = parser.add_argument_group("experimental (measured: not yet better than one arm's own model)")
+    mode = experimental.add_mutually_exclusive_group()
+    mode.add_argument("--population", action="store_true", help="one model for a population of arms")
+    mode.add_argument("--refine", type=Path, default=None, metavar="FROM",
+                      help="refine this population model (ONNX) on --profile until validation stops improving")
+    experimental.add_argument("--arms", type=int, default=_POPULATION.arms, help="training arms (population seeds 0..N-1)")
+    experimental.add_argument("--eval-arms", type=int, default=_POPULATION.eval_arms,
+                              help="held-out arms drawn from the population's test seeds")
+    experimental.add_argument("--data", type=Path, default=None,
+                              help="keep the arms' excitation datasets here (reused by a later run with the same arms)")
+    experimental.add_argument("--max-episodes", type=int, default=_REFINE.max_episodes,
+                              help="with --refine: cap on excitation episodes")
 
 
 def default_eval_motions() -> list[tuple[str, JointTrajectory]]:
@@ -81,29 +82,30 @@ def default_eval_motions() -> list[tuple[str, JointTrajectory]]:
 def run(args: argparse.Namespace) -> int:
     motions = ([(Path(f).stem, load_motion(f)) for f in args.eval_motion] if args.eval_motion
                else default_eval_motions())
-    shipped = models_dir() / "gaponet_so101_default.onnx"
-    if args.profile is None:
-        return _population(args, args.out or shipped, motions)
-    out = args.out or Path(f"gaponet_{Path(args.profile).stem}.onnx")
-    if args.scratch:
+    if args.population:
+        return _population(args, args.out or Path("gaponet_population.onnx"), motions)
+    shipped = args.profile == "default" and args.refine is None
+    out = args.out or (models_dir() / "gaponet_so101_default.onnx" if shipped else
+                       Path(f"gaponet_{Path(args.profile).stem}.onnx"))
+    if args.refine is not None:
+        settings = RefineSettings(max_episodes=max(args.max_episodes, _REFINE.min_episodes),
+                                  epochs=args.epochs or _REFINE.epochs, seed=args.seed)
+        print(f"refining {args.refine} for {args.profile} with {args.duration:g} s excitation episodes until validation "
+              f"stops improving (at most {settings.max_episodes}), judged on {', '.join(n for n, _ in motions)}")
+        report = refine_compensator(args.profile, args.refine, out, motions, settings, args.duration)
+        print(f"wrote {out} ({report['episodes']} episodes, stopped: {report['stopped']}; {report['refine_s']} s) "
+              f"and {out.with_suffix('.json')}")
+        final = report["evaluations"][-1]
+    else:
         recipe = Recipe(episodes=args.episodes or _RECIPE.episodes, duration=args.duration,
                         epochs=args.epochs or _RECIPE.epochs, seed=args.seed)
-        print(f"training a compensator for {args.profile} from scratch: {recipe.episodes} excitation motions of "
+        print(f"training a compensator for {args.profile}: {recipe.episodes} excitation motions of "
               f"{recipe.duration:g} s, judged on {', '.join(n for n, _ in motions)}")
         report = train_compensator(args.profile, out, motions, recipe, args.eval_profile)
         print(f"wrote {out} ({report['collect_s']} s collecting, {report['train_s']} s training) and {out.with_suffix('.json')}")
-    else:
-        settings = RefineSettings(max_episodes=max(args.max_episodes, _REFINE.min_episodes),
-                                  epochs=args.epochs or _REFINE.epochs, seed=args.seed)
-        start = args.start or shipped
-        print(f"refining {start} for {args.profile} with {args.duration:g} s excitation episodes until validation stops "
-              f"improving (at most {settings.max_episodes}), judged on {', '.join(n for n, _ in motions)}")
-        report = refine_compensator(args.profile, start, out, motions, settings, args.duration)
-        print(f"wrote {out} ({report['episodes']} episodes, stopped: {report['stopped']}; {report['refine_s']} s) "
-              f"and {out.with_suffix('.json')}")
+        final = report["evaluations"][0]
     for evaluation in report["evaluations"]:
         print("\n" + format_table(evaluation))
-    final = report["evaluations"][-1] if not args.scratch else report["evaluations"][0]
     worse = [n for n in JOINT_NAMES if final["pooled"][n]["cut_percent"] < 0]
     if worse:
         print(f"\nthe compensator makes {', '.join(worse)} worse on {final['profile']}: do not deploy it")

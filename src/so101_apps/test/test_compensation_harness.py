@@ -22,7 +22,7 @@ from so101_bringup.share import config_dir, models_dir
 from so101_common.joints import JOINT_NAMES, JOINTS
 from so101_common.sage import read_motion_file
 from so101_common.trajectory import JointTrajectory
-from so101_gaponet.compensator import Compensator, CompensatorConfig
+from so101_gaponet.compensator import Compensator, CompensatorConfig, GuardSettings
 from so101_gaponet.model_file import load_model
 from so101_gaponet.runtime import GapModel
 from so101_virtual.profiles import load_profile, profile_from_dict
@@ -67,13 +67,14 @@ def test_a_slow_bus_delivers_older_positions() -> None:
 
 @pytest.mark.parametrize("profile", ["ideal", "worn"])
 def test_shipped_compensator_settles_in_range_on_arms_it_was_not_trained_on(profile: str) -> None:
-    result = stability(profile, load_model(SHIPPED))
+    model = load_model(SHIPPED)
+    result = stability(profile, model)
     # The integral still creeps by a few mrad where friction holds a joint short (at most 7 mrad measured);
     # a ringing loop swings by 0.1 rad and more.
     assert max(result.command_spread) <= Stability.SPREAD_LIMIT, result
     assert result.settled, result
     motion = move_and_hold()
-    reported, _ = closed_loop(profile, motion, load_model(SHIPPED))
+    reported, _ = closed_loop(profile, motion, model)
     lower, upper = np.array([j.lower for j in JOINTS]), np.array([j.upper for j in JOINTS])
     assert np.all((reported >= lower) & (reported <= upper))
 
@@ -100,8 +101,8 @@ def test_the_guard_leaves_no_joint_worse_than_uncompensated_under_a_wrong_model(
     shipped = load_model(SHIPPED)
     wrong = _LagMaker(shipped.path, shipped.metadata)
     plain, _ = closed_loop("worn", motion)
-    unguarded, _ = closed_loop("worn", motion, compensator=Compensator(CompensatorConfig(JOINT_NAMES, guard=None), wrong))
-    guarded_core = Compensator(CompensatorConfig(JOINT_NAMES), wrong)
+    unguarded, _ = closed_loop("worn", motion, compensator=Compensator(CompensatorConfig(JOINT_NAMES), wrong))
+    guarded_core = Compensator(CompensatorConfig(JOINT_NAMES, guard=GuardSettings()), wrong)
     guarded, _ = closed_loop("worn", motion, compensator=guarded_core)
     second_half = slice(len(sim) // 2, None)
 

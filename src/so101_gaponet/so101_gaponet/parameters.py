@@ -37,8 +37,9 @@ class CompensatorParameters:
                                                "negative = the model's", low=-1.0, high=10.0)
     feedback_gain: list[float] = parameter([], "integral feedback per joint (share of the tracking error added "
                                                "per step, 0..0.5); empty = the model's", kind=float)
-    guard: bool = parameter(True, "per joint, shrink Δ towards zero when compensation is measured to make the "
-                                  "tracking error larger than without it (reported on /diagnostics)")
+    guard: bool = parameter(False, "per joint, shrink Δ towards zero when compensation is measured to make the "
+                                   "tracking error larger than without it (reported on /diagnostics); for a model "
+                                   "you do not trust: it also shrinks Δ where compensation helps (see the README)")
     command_timeout: float = parameter(0.5, "s without a policy command after which the compensator stops "
                                             "publishing (the safety filter's watchdog then holds the arm)",
                                        low=0.01, high=60.0)

@@ -205,7 +205,7 @@ def evaluate(profile: GapProfile | str, motions: Sequence[tuple[str, JointTrajec
              feedback_gain: float | None = None, config: CompensatorConfig | None = None,
              seed: int = 0) -> list[MotionResult]:
     """Per motion and joint: real-vs-sim RMSE of the virtual arm without and with ``model`` (a compensator core
-    with ``config``, default: every setting the model's, the guard on; ``seed``: the bus phase, the same for both)."""
+    with ``config``, default: every setting the model's, no guard; ``seed``: the bus phase, the same for both)."""
     loaded = load_profile(profile)
     results = []
     for name, motion in motions:

@@ -2,15 +2,15 @@
 
 The recipes behind ``so101 train-compensator``, each writing a model and a JSON report beside it:
 
-- :func:`train_population_compensator` (rebuilds ``models/gaponet_so101_default.onnx``, the shipped default):
+- :func:`train_population_compensator` (experimental: one model for a population of arms; not shipped):
   excitation on a population of arms drawn from the gap-profile schema (:mod:`so101_virtual.population`,
   the training seeds) → the population compensator (:mod:`so101_gaponet.train_population`) → closed-loop
   evaluation on arms drawn from the test seeds and on the given arms, on the evaluation motions, and the
   feed-forward's stability on every arm, trained on and held out;
 - :func:`refine_compensator`: the population model refined on one arm with as many excitation episodes as
   its validation asks for (:mod:`so101_gaponet.refine`), judged before and after on the evaluation motions;
-- :func:`train_compensator`: the previous method, one arm's own model from scratch (``joint_mlp``) on a fixed
-  number of excitation episodes; kept as the baseline the other two are compared with.
+- :func:`train_compensator`: one arm's own model from scratch (``joint_mlp``) on a fixed number of excitation
+  episodes (``models/gaponet_so101_default.onnx``, the shipped default, is ``default``'s).
 
 Evaluation is real-vs-sim position RMSE per joint without and with the compensator (:mod:`.harness`).
 """

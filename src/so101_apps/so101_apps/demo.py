@@ -7,11 +7,13 @@
 3. replay the recorded commands in the built-in MuJoCo simulator, pair real and sim, and write the
    gap reports (HTML + PNG).
 
-By default the demo closes the loop on motions the compensator never saw: excitation episodes
-(``excitation-<seed>``) and the evaluation motions without compensation → paired datasets → a GapONet
-compensator trained on the excitation episodes only → the evaluation motions again, compensated →
-before/after comparison on the evaluation motions (``comparison/comparison.json``, HTML + PNG, and a
-printed per-joint table). ``--single`` runs one motion once (with the shipped model unless
+By default the demo closes the loop on motions the compensator never saw: the evaluation motions without
+compensation (the baseline), then excitation episodes (``excitation-<seed>``), each paired with a MuJoCo
+replay as it ends, with a GapONet compensator trained on the episodes so far, until the next episode's
+validation says more excitation no longer helps (``so101_gaponet.refine``; at most ``--excitation`` episodes,
+a progress line per episode says why it stopped) → the evaluation motions again, compensated → before/after
+comparison on the evaluation motions (``comparison/comparison.json``, HTML + PNG, and a printed per-joint
+table). ``--single`` runs one motion once (with the shipped model unless
 ``--no-compensation``).
 
 Faults are not gaps: a servo fault (overload, overheat, voltage, lost servo) stops the motion, keeps what
@@ -23,23 +25,26 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 
 from so101_apps import ros_environment
-from so101_apps.motion_runs import MotionSpec
+from so101_apps.motion_runs import MotionSpec, RecordedMotion
 from so101_apps.session import run_session
 from so101_bringup.node_specs import GraphOptions
 from so101_bringup.share import config_dir
 from so101_common import topics
 from so101_common.joints import JOINT_NAMES, SHORT_NAMES
 from so101_common.paired_dataset import PairedDataset
+from so101_gaponet.refine import RefineSettings
 from so101_policy.motions import EXCITATION_PREFIX
 
 __all__ = ["add_arguments", "run"]
 
-DEFAULT_EVAL_MOTIONS = ("multisine", "chirp_sweep")  # config/motions/<name>.txt: real SAGE motions
+DEFAULT_EVAL_MOTIONS = ("multisine", "chirp_sweep")
+COLLECTION = RefineSettings(max_episodes=5)  # the demo's excitation: 2 to 5 episodes of 30 s  # config/motions/<name>.txt: real SAGE motions
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -48,7 +53,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--eval-motion", nargs="+", default=None, metavar="FILE",
                         help="evaluation motions, never trained on (SAGE motion files or built-in names; default "
                              f"config/motions/{{{','.join(DEFAULT_EVAL_MOTIONS)}}}.txt)")
-    parser.add_argument("--excitation", type=int, default=2, help="excitation episodes the compensator is trained on")
+    parser.add_argument("--excitation", type=int, default=COLLECTION.max_episodes,
+                        help="most excitation episodes the compensator is trained on (collection stops earlier when "
+                             f"the next episode's validation improves by less than {COLLECTION.tolerance:.0%}; at least 2)")
     parser.add_argument("--excitation-seconds", type=float, default=30.0, help="seconds per excitation episode")
     parser.add_argument("--motion", default="sweep", help="with --single: built-in motion (sweep, wave, hold), "
                                                           "excitation-<seed> or SAGE motion file")
@@ -96,15 +103,43 @@ def _analyse(bags: dict[str, Path], out: Path) -> dict:
     return summary
 
 
-def _train(dataset: Path, out: Path, epochs: int) -> Path:
-    from so101_gaponet.export import train_and_export
+class _Collector:
+    """After each excitation episode: pair it, train on the episodes so far, say whether to collect more."""
 
-    model = out / "gaponet_trained.onnx"
-    print(f"\n== training a GapONet compensator on {dataset} ({epochs} epochs; the evaluation motions are not in it)")
-    figures = train_and_export([dataset], model, "onnx", epochs=epochs, progress=False)
-    print(f"   wrote {model}: validation loss {figures['initial_validation_loss']:.4f} → "
-          f"{figures['validation_loss']:.4f}")
-    return model
+    def __init__(self, settings: RefineSettings, epochs: int, names: set[str], out: Path) -> None:
+        from so101_gaponet.refine import ArmTrainer, Refinement
+        from so101_gaponet.train import TrainConfig
+
+        self.refinement = Refinement(ArmTrainer(TrainConfig(epochs=epochs, progress=False)), settings)
+        self.names, self.out = names, out
+        self.bags: dict[str, Path] = {}
+
+    def __call__(self, name: str, recorded: RecordedMotion) -> bool:
+        if name not in self.names:
+            return True
+        if not self.bags:
+            print(f"\n   training on the excitation episodes as they come, until the next one's validation stops "
+                  f"improving (at most {self.refinement.settings.max_episodes}; the evaluation motions are not in them)")
+        self.bags[name] = recorded.bag
+        step = self.refinement.add(_pair({name: recorded.bag}, self.out / name))
+        print(step.line(name), flush=True)
+        return not self.refinement.done
+
+    def write(self) -> Path:
+        """The model trained on every episode, its collection record beside it, the episodes as one dataset."""
+        from so101_gaponet.export import write_and_check
+
+        model = self.out.parent / "gaponet_trained.onnx"
+        result = self.refinement.model
+        error = write_and_check(result.module, result.metadata, model, "onnx")
+        if error > 1e-4:
+            raise RuntimeError(f"exported model differs from the trained one by {error:.2e}")
+        model.with_suffix(".json").write_text(json.dumps(
+            {"episodes": list(self.bags), "stopped": self.refinement.steps[-1].stop,
+             "steps": [dataclasses.asdict(s) for s in self.refinement.steps]}, indent=2) + "\n")
+        _pair(self.bags, self.out)
+        print(f"   wrote {model} (trained on {', '.join(self.bags)}: {self.refinement.steps[-1].stop})")
+        return model
 
 
 def _options(folder: Path, args: argparse.Namespace, compensation: bool, model: Path | None, task: str) -> GraphOptions:
@@ -139,17 +174,17 @@ def run(args: argparse.Namespace) -> int:
     from so101_sim2real.analysis.report import write_comparison
 
     evaluation = _eval_motions(args)
+    settings = replace(COLLECTION, max_episodes=max(args.excitation, COLLECTION.min_episodes))
     excitation = [MotionSpec(f"{EXCITATION_PREFIX}{seed}", f"{EXCITATION_PREFIX}{seed}", args.excitation_seconds)
-                  for seed in range(args.excitation)]
+                  for seed in range(settings.max_episodes)]
     if {m.name for m in excitation} & {m.name for m in evaluation}:
         raise ValueError("an evaluation motion may not be an excitation (training) motion")
-    recorded = run_session("uncompensated: excitation, then the evaluation motions",
+    collector = _Collector(settings, args.epochs, {m.name for m in excitation}, out / "excitation")
+    recorded = run_session("uncompensated: the evaluation motions, then excitation until the compensator has enough",
                            _options(out / "uncompensated", args, False, None, "demo"),
-                           [*excitation, *evaluation], args.print_period)
-    print("\n== pairing the excitation episodes with a MuJoCo replay")
-    _pair({m.name: recorded[m.name].bag for m in excitation}, out / "excitation")
+                           [*evaluation, *excitation], args.print_period, after_each=collector)
     baseline = _analyse({m.name: recorded[m.name].bag for m in evaluation}, out / "baseline")
-    model = _train(out / "excitation" / "dataset", out, args.epochs)
+    model = collector.write()
     compensated_runs = run_session("compensated: the evaluation motions",
                                    _options(out / "compensated", args, True, model, "demo"), evaluation,
                                    args.print_period)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -90,10 +90,13 @@ class DeployMonitor:
 
 
 def run_session(label: str, opts: GraphOptions, motions: Sequence[MotionSpec], print_period: float,
-                virtual: bool = True) -> dict[str, RecordedMotion]:
+                virtual: bool = True,
+                after_each: Callable[[str, RecordedMotion], bool] | None = None) -> dict[str, RecordedMotion]:
     """Play ``motions`` one after the other on one arm and graph, each recorded as its own episode
     (task = the motion's name); returns what was recorded of each motion. ``virtual``: start the virtual SO-101
-    with ``opts.gap_profile`` (else ``opts.port`` and ``opts.calibration_file`` name the real arm)."""
+    with ``opts.gap_profile`` (else ``opts.port`` and ``opts.calibration_file`` name the real arm).
+    ``after_each(name, recorded)`` runs after each motion while the arm holds still; False ends the session
+    there (the motions after it are not played)."""
     if opts.bag_root is None:
         raise ValueError("a session records every motion: its GraphOptions need a bag_root")
     # every motion read (and refused: empty, not finite, not radians, ...) before the arm or a node starts
@@ -130,6 +133,8 @@ def run_session(label: str, opts: GraphOptions, motions: Sequence[MotionSpec], p
                                                      wanted, print_period)
                 if recorded[spec.name].faults:
                     raise ServoFaultStop(spec.name, recorded[spec.name].faults, recorded)
+                if after_each is not None and not after_each(spec.name, recorded[spec.name]):
+                    break
     finally:
         if arm is not None:
             stop_virtual_arm(arm)

@@ -49,16 +49,22 @@ def test_demo_single_episode_records_pairs_and_reports(tmp_path: Path) -> None:
     assert "data:image/png;base64," in (run / "report" / "report.html").read_text()
 
 
-def test_demo_loop_trains_on_excitation_and_judges_on_motions_it_never_saw(tmp_path: Path) -> None:
+def test_demo_loop_collects_excitation_until_enough_and_judges_on_a_motion_it_never_saw(tmp_path: Path) -> None:
     out = tmp_path / "loop"
     result = subprocess.run(
-        [sys.executable, "-m", "so101_apps.cli", "demo", "--excitation", "1", "--excitation-seconds", "8",
-         "--eval-motion", "wave", "--duration", "4", "--epochs", "3", "--print-period", "2", "--out", str(out)],
+        [sys.executable, "-m", "so101_apps.cli", "demo", "--excitation", "2", "--excitation-seconds", "8",
+         "--eval-motion", "wave", "--duration", "6", "--epochs", "10", "--print-period", "2", "--out", str(out)],
         env=private_ros_env(), capture_output=True, text=True, timeout=400)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "Traceback" not in result.stdout + result.stderr  # not even a child's, at shutdown
+    # one progress line per excitation episode, the last one saying why collection stopped (here: the cap)
+    assert "refinement: excitation-0 (episode 1): no model to judge it with yet; collecting more" in result.stdout
+    assert "refinement: excitation-1 (episode 2): validation loss" in result.stdout
+    assert "the cap of 2 episodes" in result.stdout
+    record = json.loads((out / "gaponet_trained.json").read_text())
+    assert record["episodes"] == ["excitation-0", "excitation-1"] and record["stopped"] == "the cap of 2 episodes"
     trained_on = PairedDataset.load(out / "excitation" / "dataset")
-    assert [e.name for e in trained_on] == ["excitation-0"]
+    assert [e.name for e in trained_on] == ["excitation-0", "excitation-1"]
     for condition in ("baseline", "compensated"):
         assert [e.name for e in PairedDataset.load(out / condition / "dataset")] == ["wave"]
     comparison = json.loads((out / "comparison" / "comparison.json").read_text())
@@ -66,3 +72,6 @@ def test_demo_loop_trains_on_excitation_and_judges_on_motions_it_never_saw(tmp_p
     assert set(rmse["before"]) == set(rmse["after"]) >= {"shoulder_lift", "elbow_flex"}
     assert comparison["labels"] == ["baseline", "compensated"]
     assert "motions not trained on (wave)" in result.stdout
+    # the compensator cuts the gap of the joints wave moves most, through ROS (Δ = 0 would leave it)
+    for joint in ("shoulder_lift", "elbow_flex", "wrist_flex"):
+        assert rmse["after"][joint] < 0.7 * rmse["before"][joint], (joint, rmse)

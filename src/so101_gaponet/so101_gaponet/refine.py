@@ -1,38 +1,43 @@
-"""Per-arm refinement of the population compensator that knows when it has enough excitation.
+"""Training that knows when it has enough excitation of one arm.
 
-The population model (:mod:`so101_gaponet.train_population`) already adapts to the arm it drives; a few
-episodes of that arm's own excitation specialise it further. How many is measured, not fixed: episodes
-arrive one at a time (:meth:`Refinement.add`), and each new episode — data no model has seen — judges the
-models trained before it. The model trained on ``k − 1`` episodes is compared with the one trained on
-``k − 2`` (the population model for ``k = 2``) on episode ``k``: when the episode before brought less than
-``tolerance`` of improvement in that validation loss, more of the same excitation is not worth its time and
-collection stops; it stops in any case at ``max_episodes``. The model returned is fine-tuned from the
-population model on every episode collected.
+How many excitation episodes an arm needs is measured, not fixed: episodes arrive one at a time
+(:meth:`Refinement.add`) and each new episode — data no model has seen — judges the models trained before it.
+The model trained on ``k − 1`` episodes is compared with the one trained on ``k − 2`` on episode ``k``: when
+the episode before brought less than ``tolerance`` of improvement in that validation loss, more of the same
+excitation is not worth its time and collection stops; it stops in any case at ``max_episodes``. The model
+returned is trained on every episode collected.
 
-Used by ``so101 train-compensator --profile ARM`` (simulated time) and ``so101 demo`` (through ROS).
+What is trained is an :class:`EpisodeTrainer`: :class:`ArmTrainer` (the arm's own compensator from scratch,
+``joint_mlp``: what ``so101 demo`` trains through ROS) or :class:`PopulationTrainer` (a population model
+fine-tuned on the arm: ``so101 train-compensator --refine``; it also judges the first episode, so the first
+comparison comes one episode earlier).
 """
 
 from __future__ import annotations
 
 import copy
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
+
+import numpy as np
 
 from so101_common.paired_dataset import PairedDataset
 
-if TYPE_CHECKING:  # torch is imported when a refinement starts, not by the command lines that only parse settings
+if TYPE_CHECKING:  # torch is imported when training starts, not by the command lines that only parse settings
+    from so101_gaponet.train import TrainConfig, TrainResult
     from so101_gaponet.train_population import PopulationResult
 
-__all__ = ["RefineSettings", "RefineStep", "Refinement"]
+__all__ = ["RefineSettings", "RefineStep", "EpisodeTrainer", "ArmTrainer", "PopulationTrainer", "Refinement"]
 
 
 @dataclass(frozen=True)
 class RefineSettings:
-    """When refinement has enough, and how each refined model is trained."""
+    """When collection has enough, and how each model is trained."""
 
-    min_episodes: int = 2  # the first comparison needs two episodes
+    min_episodes: int = 2  # no stop before this many episodes
     max_episodes: int = 5  # the cap
     tolerance: float = 0.05  # an episode that lowers the next one's validation loss by less than this share: enough
     epochs: int = 30  # measured on validation arms: 15 epochs at 1e-3 left stiff arms' lift 7 points lower
@@ -48,48 +53,99 @@ class RefineSettings:
 
 @dataclass(frozen=True)
 class RefineStep:
-    """What one episode told (losses: normalised MSE of Δ on that episode)."""
+    """What one episode told."""
 
     episodes: int  # collected so far
-    loss: float  # of the newest model before this episode (trained on episodes − 1 of them)
+    loss: float | None  # of the newest model before this episode (None: no model yet)
     previous_loss: float | None  # of the model before that one, on the same episode
     stop: str  # '' while collection goes on; otherwise why it stopped
+    start_label: str = "the start model"  # what the model before any episode is
 
     @property
     def improvement(self) -> float | None:
         """Share by which the newest model beat the one before on this episode."""
-        if self.previous_loss is None or not self.previous_loss > 0:
+        if self.loss is None or self.previous_loss is None or not self.previous_loss > 0:
             return None
         return 1.0 - self.loss / self.previous_loss
 
     def line(self, name: str) -> str:
         """One progress line."""
-        model = "the population model" if self.episodes == 1 else f"the model refined on {self.episodes - 1}"
-        text = f"   refinement: {name} (episode {self.episodes}): validation loss {self.loss:.4f} with {model}"
+        text = f"   refinement: {name} (episode {self.episodes}): "
+        if self.loss is None:
+            text += "no model to judge it with yet"
+        else:
+            model = self.start_label if self.episodes == 1 else f"the model trained on {self.episodes - 1}"
+            text += f"validation loss {self.loss:.4g} with {model}"
         if self.improvement is not None:
             text += f" ({self.improvement:+.0%} against the model before)"
         return text + (f"; {self.stop}" if self.stop else "; collecting more")
 
 
-class Refinement:
-    """Episodes of one arm in, a refined compensator out (see the module doc)."""
+class EpisodeTrainer(Protocol):
+    """What a :class:`Refinement` trains and how it judges a model on an episode it has not seen."""
+
+    start: Any | None  # the model before any episode (None: the first episode cannot be judged)
+    start_label: str
+
+    def train(self, episodes: Sequence[PairedDataset]) -> Any: ...
+
+    def loss(self, model: Any, episode: PairedDataset) -> float: ...
+
+
+class ArmTrainer:
+    """The arm's own compensator, trained from scratch on the episodes so far (:func:`so101_gaponet.train.train`'s
+    objective); its loss is the mean squared error of Δ in rad² (models trained on different episodes have
+    different normalisations, so the loss is in physical units)."""
+
+    start: TrainResult | None = None
+    start_label = "no model"
+
+    def __init__(self, config: TrainConfig) -> None:
+        self.config = config
+
+    def train(self, episodes: Sequence[PairedDataset]) -> TrainResult:
+        from so101_gaponet.train import samples_of, train_samples
+
+        names = [episode.name for dataset in episodes for episode in dataset.episodes]
+        result = train_samples(samples_of(episodes, names, self.config), self.config)
+        if not math.isfinite(result.validation_losses[-1]):
+            raise RuntimeError("training diverged (non-finite validation loss)")
+        return result
+
+    def loss(self, model: TrainResult, episode: PairedDataset) -> float:
+        import torch
+
+        from so101_gaponet.train import build_samples, normalised_tensors
+
+        history, commands, delta = build_samples(episode, self.config.history, self.config.horizon)
+        norm = model.metadata.normalisation
+        tensors = normalised_tensors(norm, history, commands, delta)
+        model.module.eval()
+        with torch.no_grad():
+            predicted = model.module(tensors[0], tensors[1]).numpy()
+        raw = predicted * np.asarray(norm.delta_std) + np.asarray(norm.delta_mean)
+        return float(np.mean((raw - delta) ** 2))
+
+
+class PopulationTrainer:
+    """A population model (``context_mlp``) fine-tuned on the episodes so far, keeping its normalisation (its
+    loss is the normalised MSE of Δ, comparable between its refinements)."""
+
+    start_label = "the population model"
 
     def __init__(self, start: PopulationResult, settings: RefineSettings = RefineSettings()) -> None:
         from so101_gaponet.train_population import PopulationConfig
 
-        self.settings = settings
         meta = start.metadata
+        self.start = start
+        self.seed = settings.seed
         self.config = PopulationConfig(
             context_rows=meta.history, warmup_rows=meta.warmup_rows or meta.history, horizon=meta.future_steps,
             epochs=settings.epochs, learning_rate=settings.learning_rate, seed=settings.seed,
             feedback_gain=(meta.feedback_gain or (0.0,))[0], direction_play=meta.direction_play, progress=False)
-        self._start = start
-        self._models = [start]
-        self._episodes: list[PairedDataset] = []
-        self.steps: list[RefineStep] = []
 
     @classmethod
-    def from_file(cls, path: str | Path, settings: RefineSettings = RefineSettings()) -> Refinement:
+    def from_file(cls, path: str | Path, settings: RefineSettings = RefineSettings()) -> PopulationTrainer:
         """Start from a population model file (``context_mlp``)."""
         from so101_gaponet.context import ContextCompensator
         from so101_gaponet.train_population import PopulationResult
@@ -97,52 +153,60 @@ class Refinement:
         module, metadata = ContextCompensator.from_onnx(path)
         return cls(PopulationResult(module, metadata), settings)
 
+    def train(self, episodes: Sequence[PairedDataset]) -> PopulationResult:
+        from so101_gaponet.train_population import PopulationResult, train_population
+
+        start = PopulationResult(copy.deepcopy(self.start.module), self.start.metadata)
+        provenance: dict[str, Any] = {
+            "refined_from": str(self.start.metadata.provenance.get("git_rev", "")),
+            "refined_on": [e.metadata.get("profile", "") for e in episodes], "refinement_episodes": len(episodes)}
+        result = train_population(episodes, self.config, initial=start, provenance=provenance)
+        if not math.isfinite(result.validation_losses[-1]):
+            raise RuntimeError("refinement diverged (non-finite validation loss)")
+        return result
+
+    def loss(self, model: PopulationResult, episode: PairedDataset) -> float:
+        from so101_gaponet.train_population import population_samples, validation_loss
+
+        data = population_samples([episode], self.config.context_rows, self.config.horizon)
+        return validation_loss(model.module, model.metadata.normalisation, data, self.config, self.seed)
+
+
+class Refinement:
+    """Episodes of one arm in, a compensator trained on as many as it needs out (see the module doc)."""
+
+    def __init__(self, trainer: EpisodeTrainer, settings: RefineSettings = RefineSettings()) -> None:
+        self.trainer, self.settings = trainer, settings
+        self._models: list[Any] = [] if trainer.start is None else [trainer.start]
+        self._episodes: list[PairedDataset] = []
+        self.steps: list[RefineStep] = []
+
     @property
     def done(self) -> bool:
         return bool(self.steps) and bool(self.steps[-1].stop)
 
     @property
-    def model(self) -> PopulationResult:
-        """The newest model (the population model before the first episode)."""
-        return self._models[-1]
+    def model(self) -> Any:
+        """The newest model (the start model, or None, before the first episode)."""
+        return self._models[-1] if self._models else None
 
     def add(self, episode: PairedDataset) -> RefineStep:
         """Judge the models so far on ``episode``, keep it, train the next model; the step says whether to go on."""
-        from so101_gaponet.train_population import population_samples, validation_loss
-
         if self.done:
             raise RuntimeError("refinement already stopped: " + self.steps[-1].stop)
-        data = population_samples([episode], self.config.context_rows, self.config.horizon)
-        newest = self._models[-1]
-        loss = validation_loss(newest.module, newest.metadata.normalisation, data, self.config, self.settings.seed)
-        previous = None
-        if len(self._models) >= 2:
-            before = self._models[-2]
-            previous = validation_loss(before.module, before.metadata.normalisation, data, self.config, self.settings.seed)
+        loss = self.trainer.loss(self._models[-1], episode) if self._models else None
+        previous = self.trainer.loss(self._models[-2], episode) if len(self._models) >= 2 else None
         self._episodes.append(episode)
         count = len(self._episodes)
+        step = RefineStep(count, loss, previous, "", self.trainer.start_label)
         stop = ""
-        step = RefineStep(count, loss, previous, "")
         if count >= self.settings.max_episodes:
             stop = f"the cap of {self.settings.max_episodes} episodes"
         elif count >= self.settings.min_episodes and step.improvement is not None \
                 and step.improvement < self.settings.tolerance:
             stop = (f"enough: the last episode improved validation by {step.improvement:.0%}, under "
                     f"{self.settings.tolerance:.0%}")
-        self._models.append(self._train())
+        self._models.append(self.trainer.train(self._episodes))
         step = replace(step, stop=stop)
         self.steps.append(step)
         return step
-
-    def _train(self) -> PopulationResult:
-        from so101_gaponet.train_population import PopulationResult, train_population
-
-        start = PopulationResult(copy.deepcopy(self._start.module), self._start.metadata)
-        provenance: dict[str, Any] = {
-            "refined_from": str(self._start.metadata.provenance.get("git_rev", "")),
-            "refined_on": [e.metadata.get("profile", "") for e in self._episodes],
-            "refinement_episodes": len(self._episodes)}
-        result = train_population(self._episodes, self.config, initial=start, provenance=provenance)
-        if not math.isfinite(result.validation_losses[-1]):
-            raise RuntimeError("refinement diverged (non-finite validation loss)")
-        return result

@@ -41,7 +41,7 @@ from so101_gaponet.inputs import RelativeStateInputs
 from so101_gaponet.metadata import HISTORY_FEATURES, GapModelMetadata, ModelKind, Normalisation
 from so101_gaponet.models import NETWORK_KINDS, ArchConfig, PerJointLinear, build_model
 
-__all__ = ["CompensatorSamples", "compensator_samples", "compensator_arch", "compensator_module", "compensator_metadata", "delta_loss", "normalised_tensors", "normalisation_of", "FitResult", "TrainConfig", "TrainResult", "TrainingError", "build_samples", "fit_network", "train", "git_revision"]
+__all__ = ["CompensatorSamples", "compensator_samples", "compensator_arch", "compensator_module", "compensator_metadata", "delta_loss", "normalised_tensors", "normalisation_of", "FitResult", "TrainConfig", "TrainResult", "TrainingError", "build_samples", "fit_network", "train", "train_samples", "samples_of", "git_revision"]
 
 _log = logging.getLogger(__name__)
 
@@ -308,14 +308,17 @@ class CompensatorSamples:
 
 def compensator_samples(dataset_paths: Sequence[str | Path], config: TrainConfig) -> CompensatorSamples:
     """Load the paired datasets and build the compensator's samples (the same for every trainer)."""
-    datasets = _load(dataset_paths)
+    return samples_of(_load(dataset_paths), [Path(p).name for p in dataset_paths], config)
+
+
+def samples_of(datasets: Sequence[PairedDataset], names: Sequence[str], config: TrainConfig) -> CompensatorSamples:
+    """The compensator's samples of datasets already loaded (``names``: for the provenance)."""
     parts = [build_samples(d, config.history, config.horizon) for d in datasets]
     return CompensatorSamples(
         history=np.concatenate([p[0] for p in parts]).astype(np.float32),
         commands=np.concatenate([p[1] for p in parts]).astype(np.float32),
         delta=np.concatenate([p[2] for p in parts]).astype(np.float32),
-        joints=tuple(datasets[0].joint_names), rate_hz=float(datasets[0].rate_hz),
-        datasets=[Path(p).name for p in dataset_paths],
+        joints=tuple(datasets[0].joint_names), rate_hz=float(datasets[0].rate_hz), datasets=list(names),
         profiles=sorted({str(d.metadata.get("profile", "")) for d in datasets} - {""}))
 
 
@@ -360,7 +363,11 @@ def compensator_metadata(samples: CompensatorSamples, config: TrainConfig, norma
 
 def train(dataset_paths: Sequence[str | Path], config: TrainConfig) -> TrainResult:
     """Train a compensator (role ``compensator``, ``horizon`` command rows) on paired datasets."""
-    samples = compensator_samples(dataset_paths, config)
+    return train_samples(compensator_samples(dataset_paths, config), config)
+
+
+def train_samples(samples: CompensatorSamples, config: TrainConfig) -> TrainResult:
+    """Train a compensator on samples already built (:func:`compensator_samples`, :func:`samples_of`)."""
     normalisation = normalisation_of(samples.history, samples.commands, samples.delta)
     torch.manual_seed(config.seed)  # the network's initial weights (the fleet's Ray Train loop seeds alike)
     fitted = fit_network(compensator_arch(samples, config), samples.history, samples.commands, samples.delta,

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from so101_common.paired_dataset import PairedDataset
-from so101_gaponet.refine import Refinement, RefineSettings
+from so101_gaponet.refine import PopulationTrainer, Refinement, RefineSettings
 from so101_gaponet.synthetic import make_dataset
 from so101_gaponet.train_population import PopulationConfig, population_samples, train_population, validation_loss
 
@@ -56,7 +56,8 @@ def test_refinement_stops_when_the_next_episode_is_not_predicted_better(arms, tm
     start = train_population(arms["default"][:1], CONFIG)  # a "population" model of another arm
     episodes = arms["stiff_delayed"]
     # any improvement under 99 % is not enough: it stops at the first comparison (episode 2), and says so
-    strict = Refinement(start, RefineSettings(tolerance=0.99, max_episodes=3, epochs=5))  # the cap comes after
+    settings = RefineSettings(tolerance=0.99, max_episodes=3, epochs=5)
+    strict = Refinement(PopulationTrainer(start, settings), settings)  # the cap comes after
     first = strict.add(episodes[0])
     assert first.stop == "" and first.previous_loss is None and not strict.done
     second = strict.add(episodes[1])
@@ -66,7 +67,27 @@ def test_refinement_stops_when_the_next_episode_is_not_predicted_better(arms, tm
     with pytest.raises(RuntimeError, match="already stopped"):
         strict.add(episodes[2])
     # an episode that still helps by at least the tolerance (0 here) goes on, up to the cap
-    capped = Refinement(start, RefineSettings(tolerance=0.0, max_episodes=3, epochs=5))
+    settings = RefineSettings(tolerance=0.0, max_episodes=3, epochs=5)
+    capped = Refinement(PopulationTrainer(start, settings), settings)
     steps = [capped.add(e) for e in episodes]
     assert [s.stop for s in steps[:2]] == ["", ""] and steps[2].stop == "the cap of 3 episodes"
     assert capped.model.metadata.provenance["refinement_episodes"] == 3
+
+
+def test_an_arm_s_own_model_is_judged_from_the_second_model_on_and_trained_on_every_episode(arms) -> None:
+    """From scratch there is no model to judge the first episode with; the second episode judges the model of
+    one episode, the third compares the models of two and one episodes (in rad², each with its own
+    normalisation): the first point at which collection can stop."""
+    from so101_gaponet.refine import ArmTrainer
+    from so101_gaponet.train import TrainConfig
+
+    settings = RefineSettings(tolerance=0.99, max_episodes=4)
+    refinement = Refinement(ArmTrainer(TrainConfig(epochs=5, progress=False)), settings)
+    assert refinement.model is None
+    first, second = refinement.add(arms["default"][0]), refinement.add(arms["default"][1])
+    assert first.loss is None and "no model to judge it with yet; collecting more" in first.line("excitation-0")
+    assert second.loss is not None and second.previous_loss is None and second.stop == ""
+    third = refinement.add(arms["default"][2])
+    assert third.previous_loss is not None and 0.0 < third.loss < 0.01  # rad²: Δ is tens of mrad
+    assert refinement.done and third.stop.startswith("enough")
+    assert refinement.model.metadata.provenance["datasets"] == [e.name for d in arms["default"] for e in d.episodes]

@@ -43,7 +43,7 @@ from so101_common.trajectory import JointTrajectory
 from so101_gaponet.excitation import excitation_motion
 from so101_gaponet.export import train_and_export, write_and_check
 from so101_gaponet.model_file import load_model
-from so101_gaponet.refine import Refinement, RefineSettings
+from so101_gaponet.refine import PopulationTrainer, Refinement, RefineSettings
 from so101_gaponet.train_population import PopulationConfig, train_population
 from so101_virtual.population import TEST_SEEDS, TRAIN_SEEDS, ArmPopulation
 from so101_virtual.profiles import GapProfile, load_profile, profile_to_dict
@@ -211,7 +211,7 @@ def refine_compensator(profile: GapProfile | str, start: Path, out: Path, eval_m
     arm = load_profile(profile)
     settings = settings or RefineSettings()
     started = time.monotonic()
-    refinement = Refinement.from_file(start, settings)
+    refinement = Refinement(PopulationTrainer.from_file(start, settings), settings)
     while not refinement.done:
         index = len(refinement.steps)
         name = f"excitation-{index}"

@@ -44,7 +44,7 @@ from so101_policy.motions import EXCITATION_PREFIX
 __all__ = ["add_arguments", "run"]
 
 DEFAULT_EVAL_MOTIONS = ("multisine", "chirp_sweep")
-COLLECTION = RefineSettings(max_episodes=5)  # the demo's excitation: 2 to 5 episodes of 30 s  # config/motions/<name>.txt: real SAGE motions
+COLLECTION = RefineSettings(max_episodes=4)  # the demo's excitation: 2 to 4 episodes of 30 s (≤ 5 min in all)  # config/motions/<name>.txt: real SAGE motions
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -43,8 +43,8 @@ from so101_policy.motions import EXCITATION_PREFIX
 
 __all__ = ["add_arguments", "run"]
 
-DEFAULT_EVAL_MOTIONS = ("multisine", "chirp_sweep")
-COLLECTION = RefineSettings(max_episodes=4)  # the demo's excitation: 2 to 4 episodes of 30 s (≤ 5 min in all)  # config/motions/<name>.txt: real SAGE motions
+DEFAULT_EVAL_MOTIONS = ("multisine", "chirp_sweep")  # config/motions/<name>.txt: real SAGE motions
+COLLECTION = RefineSettings(max_episodes=4)  # the demo's excitation: 2 to 4 episodes of 30 s (≤ 5 min in all)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -200,12 +200,12 @@ class Refinement:
         count = len(self._episodes)
         step = RefineStep(count, loss, previous, "", self.trainer.start_label)
         stop = ""
-        if count >= self.settings.max_episodes:
-            stop = f"the cap of {self.settings.max_episodes} episodes"
-        elif count >= self.settings.min_episodes and step.improvement is not None \
+        if count >= self.settings.min_episodes and step.improvement is not None \
                 and step.improvement < self.settings.tolerance:
             stop = (f"enough: the last episode improved validation by {step.improvement:.0%}, under "
                     f"{self.settings.tolerance:.0%}")
+        elif count >= self.settings.max_episodes:
+            stop = f"the cap of {self.settings.max_episodes} episodes"
         self._models.append(self.trainer.train(self._episodes))
         step = replace(step, stop=stop)
         self.steps.append(step)

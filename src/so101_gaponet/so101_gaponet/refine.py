@@ -84,8 +84,13 @@ class RefineStep:
 class EpisodeTrainer(Protocol):
     """What a :class:`Refinement` trains and how it judges a model on an episode it has not seen."""
 
-    start: Any | None  # the model before any episode (None: the first episode cannot be judged)
-    start_label: str
+    @property
+    def start(self) -> Any | None:
+        """The model before any episode (None: the first episode cannot be judged)."""
+
+    @property
+    def start_label(self) -> str:
+        """What that model is, for the progress lines."""
 
     def train(self, episodes: Sequence[PairedDataset]) -> Any: ...
 

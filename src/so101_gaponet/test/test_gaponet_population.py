@@ -61,7 +61,8 @@ def test_refinement_stops_when_the_next_episode_is_not_predicted_better(arms, tm
     first = strict.add(episodes[0])
     assert first.stop == "" and first.previous_loss is None and not strict.done
     second = strict.add(episodes[1])
-    assert second.previous_loss is not None and second.loss < second.previous_loss  # refined on this arm: better
+    assert second.loss is not None and second.previous_loss is not None
+    assert second.loss < second.previous_loss  # refined on this arm: better
     assert strict.done and second.stop.startswith("enough: the last episode improved validation by")
     assert "refinement: excitation-1 (episode 2)" in second.line("excitation-1")
     with pytest.raises(RuntimeError, match="already stopped"):
@@ -88,6 +89,8 @@ def test_an_arm_s_own_model_is_judged_from_the_second_model_on_and_trained_on_ev
     assert first.loss is None and "no model to judge it with yet; collecting more" in first.line("excitation-0")
     assert second.loss is not None and second.previous_loss is None and second.stop == ""
     third = refinement.add(arms["default"][2])
-    assert third.previous_loss is not None and 0.0 < third.loss < 0.01  # rad²: Δ is tens of mrad
+    assert third.loss is not None and third.previous_loss is not None
+    assert 0.0 < third.loss < 0.01  # rad²: Δ is tens of mrad
     assert refinement.done and third.stop.startswith("enough")
+    assert refinement.model is not None
     assert refinement.model.metadata.provenance["datasets"] == [e.name for d in arms["default"] for e in d.episodes]

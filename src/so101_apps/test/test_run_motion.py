@@ -113,11 +113,12 @@ def test_a_servo_fault_stops_run_motion_keeps_the_recording_and_exits_non_zero(t
 
 def test_a_servo_fault_stops_the_demo_before_anything_is_trained_on_it(tmp_path: Path) -> None:
     out = tmp_path / "demo"
-    result = _so101("demo", "--profile", str(OVERLOADED), "--excitation", "1", "--excitation-seconds", "20",
+    result = _so101("demo", "--profile", str(OVERLOADED), "--excitation", "2", "--excitation-seconds", "20",
                     "--eval-motion", "wave", "--duration", "4", "--print-period", "1", "--out", str(out))
     assert result.returncode == 1, result.stdout[-3000:] + result.stderr[-3000:]
-    assert "servo fault during excitation-0" in result.stderr
-    assert "training a GapONet" not in result.stdout and not (out / "excitation").exists()
+    assert "servo fault during wave" in result.stderr  # the first motion: the baseline's
+    assert "refinement:" not in result.stdout and not (out / "excitation").exists()
+    assert not (out / "gaponet_trained.onnx").exists()
     (bag,) = [p for p in (out / "uncompensated" / "bags").iterdir() if p.is_dir()]
     assert load_episode(bag).faults  # kept, with the fault
 

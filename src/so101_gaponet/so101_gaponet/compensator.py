@@ -158,8 +158,8 @@ class CompensatorConfig:
     max_delta: float | tuple[float, ...] = COMPENSATOR_MAX_DELTA
     max_delta_rate: float | tuple[float, ...] = COMPENSATOR_MAX_DELTA_RATE
     # None (default): no guard, Δ as the model and the feedback give it. Measured on held-out arms with the shipped
-    # model, the guard also shrinks Δ where compensation helps (its estimate of the error without Δ is first order,
-    # the arm is not): opt-in, for a model that is not trusted.
+    # model, the guard also shrinks Δ where compensation helps (it judges 1 s windows, some of which compensation
+    # does make worse, and recovers by doubling): opt-in, for a model that is not trusted.
     guard: GuardSettings | None = None
 
     def __post_init__(self) -> None:

@@ -42,11 +42,12 @@ from so101_apps.motion_runs import (
 from so101_bringup.composition import ComposedGraph
 from so101_bringup.node_specs import GraphOptions, deploy_graph
 from so101_common import topics
-from so101_common.servo_faults import format_fault, read_servo_fault
+from so101_common.servo_faults import format_fault, read_servo_faults
 from so101_common.waiting import wait_for
 from so101_policy.motion_player_node import MotionPlayerNode
 from so101_policy.motions import load_motion
 from so101_recorder.recorder_node import RecorderNode
+from so101_ros.diagnostics import status_entries
 
 __all__ = ["DeployMonitor", "run_session", "DRIVER"]
 
@@ -82,8 +83,8 @@ class DeployMonitor:
         self.watch.on_command(msg.name, msg.position)
 
     def _on_diagnostics(self, msg: DiagnosticArray) -> None:
-        reports = [({kv.key: kv.value for kv in status.values}, status.message) for status in msg.status]
-        self.watch.on_faults([f for values, message in reports if (f := read_servo_fault(values, message))], self.now())
+        reports = status_entries(msg)
+        self.watch.on_faults(read_servo_faults(reports), self.now())
         for values, _message in reports:
             if DRIVER_RATE_KEY in values:  # the driver's bus entry
                 self.watch.on_bus(values, float(values[DRIVER_RATE_KEY]))

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from so101_common.paired_dataset import FaultSpan
 
-__all__ = ["FAULTS_KEY", "JOINT_KEY", "SERVO_TELEMETRY", "ServoFaultKind", "ServoFault", "read_servo_fault", "FaultSpanTracker",
+__all__ = ["FAULTS_KEY", "JOINT_KEY", "SERVO_TELEMETRY", "ServoFaultKind", "ServoFault", "read_servo_fault", "read_servo_faults", "FaultSpanTracker",
            "format_fault"]
 
 JOINT_KEY = "joint"  # DiagnosticStatus value: the joint the status is about
@@ -63,6 +63,12 @@ def read_servo_fault(values: Mapping[str, str], message: str = "") -> ServoFault
     text = values.get(FAULTS_KEY, "")
     kinds = tuple(ServoFaultKind(part.strip()) for part in text.split(",") if part.strip())
     return ServoFault(joint, kinds, message)
+
+
+def read_servo_faults(statuses: Iterable[tuple[Mapping[str, str], str]]) -> list[ServoFault]:
+    """The servo faults of a whole ``/diagnostics`` array, given as (key/values, message) per status (see
+    :func:`read_servo_fault`; statuses that are not a servo's are skipped)."""
+    return [fault for values, message in statuses if (fault := read_servo_fault(values, message))]
 
 
 def format_fault(span: FaultSpan) -> str:

@@ -10,62 +10,29 @@ lost) and releases the port when it is destroyed (Ctrl-C / SIGTERM). Logic lives
 
 from __future__ import annotations
 
-import logging
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.node import Node
 from sensor_msgs.msg import JointState
 from std_srvs.srv import Trigger
 
 from so101_common import topics
-from so101_common.joints import JOINT_NAMES
 from so101_common.rejections import LogThrottle
 from so101_driver.bus import FeetechBus
 from so101_driver.driver_core import DriverConfig, DriverCore, JointSample
 from so101_driver.errors import CommandRejected, DriverError
 from so101_driver.parameters import ArmParameters, FollowerParameters
 from so101_feetech.calibration import CalibrationError, load_calibration, resolve_calibration_path
+from so101_ros.diagnostics import diagnostic_array, diagnostic_status
+from so101_ros.logging_bridge import node_python_logger
 from so101_ros.node_params import declare_parameters
 from so101_ros.node_runner import run_node
 
-__all__ = ["ArmNode", "DriverNode", "main", "node_python_logger", "run_node"]
-
-class _RosLogHandler(logging.Handler):
-    """Forwards this package's Python log records to the node's ROS logger."""
-
-    def __init__(self, node: Node) -> None:
-        super().__init__(logging.DEBUG)
-        self._logger = node.get_logger()
-
-    def emit(self, record: logging.LogRecord) -> None:  # one call site per severity: rclpy requires it
-        text, level = self.format(record), record.levelno
-        if level >= logging.ERROR:
-            self._logger.error(text)
-        elif level >= logging.WARNING:
-            self._logger.warning(text)
-        elif level >= logging.INFO:
-            self._logger.info(text)
-        else:
-            self._logger.debug(text)
-
-
-def node_python_logger(node: Node) -> tuple[logging.Logger, logging.Handler]:
-    """The Python logger for ``node``'s core and bus: its records go to the node's ROS logger only.
-
-    It does not propagate to the root logger (an application's ``logging.basicConfig``, e.g. ``so101
-    demo``, would otherwise print the bus's DEBUG lines), and its level follows the ROS logger's
-    (``--ros-args --log-level debug`` shows them).
-    """
-    pylog = logging.getLogger(f"so101_driver.node.{node.get_name()}")
-    pylog.propagate = False
-    pylog.setLevel(int(node.get_logger().get_effective_level()) or logging.INFO)
-    handler = _RosLogHandler(node)
-    pylog.addHandler(handler)
-    return pylog, handler
+__all__ = ["ArmNode", "DriverNode", "main", "run_node"]
 
 
 class ArmNode(Node):
@@ -79,20 +46,16 @@ class ArmNode(Node):
     def __init__(self, name: str, write_goals: bool, **kwargs: Any) -> None:
         super().__init__(name, **kwargs)
         # the core's and the bus's messages go to this node's ROS logger (one Python logger per node)
-        self._pylog, self._log_handler = node_python_logger(self)
+        self._pylog, self._log_handler = node_python_logger(self, "so101_driver")
         self.params = p = declare_parameters(self, self.parameters, **self.parameter_defaults)
-        if p.rate_hz <= 0 or p.diagnostics_rate_hz <= 0:
-            raise DriverError("rate_hz and diagnostics_rate_hz must be > 0")
-        names = list(p.joint_names)
-        if sorted(names) != sorted(JOINT_NAMES):
-            raise DriverError(f"joint_names must be the SO-101 joints {list(JOINT_NAMES)} (any order), got {names}")
+        # rates are range-checked where declared; the joint names by ArmParameters
         path = resolve_calibration_path(p.calibration_file, p.robot_id, self.role, p.port)
         calibration = load_calibration(path)
         self.get_logger().info(f"calibration {path}; bus {p.port} at {p.baudrate} baud")
         bus = FeetechBus(p.port, p.baudrate, timeout_ms=p.timeout_ms, retries=p.retries, log=self._pylog,
                          reply_gap_ms=p.reply_gap_ms)
         config = replace(self._core_config(write_goals), rate_hz=float(p.rate_hz), **p.health_thresholds())
-        self.core = DriverCore(bus, calibration, names, config, log=self._pylog)
+        self.core = DriverCore(bus, calibration, list(p.joint_names), config, log=self._pylog)
         self.state_pub = self.create_publisher(JointState, self.state_topic, 10)
         self.diag_pub = self.create_publisher(DiagnosticArray, topics.DIAGNOSTICS, 10)
         try:
@@ -127,13 +90,9 @@ class ArmNode(Node):
         return msg
 
     def _publish_diagnostics(self) -> None:
-        msg = DiagnosticArray()
-        msg.header.stamp = self.get_clock().now().to_msg()
-        for entry in self.core.diagnostics(self.get_name()):
-            msg.status.append(DiagnosticStatus(
-                level=bytes([int(entry.level)]), name=entry.name, message=entry.message,
-                hardware_id=entry.hardware_id, values=[KeyValue(key=k, value=v) for k, v in entry.values.items()]))
-        self.diag_pub.publish(msg)
+        self.diag_pub.publish(diagnostic_array(self, *(
+            diagnostic_status(e.level, e.name, e.message, e.hardware_id, e.values)
+            for e in self.core.diagnostics(self.get_name()))))
 
     def close(self) -> None:
         """Release the port and stop forwarding logs (idempotent)."""

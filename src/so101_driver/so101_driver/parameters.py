@@ -14,6 +14,7 @@ from so101_common.joints import JOINT_NAMES
 from so101_common.parameters import parameter
 from so101_driver.bus import DEFAULT_REPLY_GAP_MS
 from so101_driver.driver_core import DriverConfig
+from so101_driver.errors import DriverError
 
 __all__ = ["ArmParameters", "FollowerParameters", "LEADER_DEFAULTS", "HEALTH_PARAMETERS", "HealthThresholds"]
 
@@ -72,6 +73,11 @@ class ArmParameters:
                                                  "the highest voltage the servo reported (0: off)", low=0.0, high=1.0)
     current_warn_a: float = parameter(_HEALTH.current_warn_a, "|Present_Current| (A): WARN at or above (0: off)",
                                       low=0.0, high=10.0)
+
+    def __post_init__(self) -> None:
+        names = list(self.joint_names)
+        if sorted(names) != sorted(JOINT_NAMES):
+            raise DriverError(f"joint_names must be the SO-101 joints {list(JOINT_NAMES)} (any order), got {names}")
 
     def health_thresholds(self) -> HealthThresholds:
         """The /diagnostics thresholds as :class:`DriverConfig` keyword arguments."""

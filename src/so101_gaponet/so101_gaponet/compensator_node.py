@@ -22,7 +22,7 @@ import sys
 from typing import Any
 
 import numpy as np
-from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from diagnostic_msgs.msg import DiagnosticArray
 from rcl_interfaces.msg import SetParametersResult
 from rclpy.node import Node
 from rclpy.parameter import Parameter
@@ -32,6 +32,7 @@ from std_srvs.srv import SetBool
 from trajectory_msgs.msg import JointTrajectory
 
 from so101_common import topics
+from so101_common.diagnostics import Level
 from so101_common.joints import JointSpecError, reorder
 from so101_gaponet.chunks import ActionChunk
 from so101_gaponet.compensator import Compensator, CompensatorConfig, CompensatorError, GuardSettings
@@ -39,6 +40,7 @@ from so101_gaponet.metadata import ModelFileError
 from so101_gaponet.model_file import load_model
 from so101_gaponet.parameters import CHUNK_TOPIC, CompensatorParameters
 from so101_gaponet.step_clock import StepClock
+from so101_ros.diagnostics import diagnostic_array, diagnostic_status
 from so101_ros.node_params import declare_parameters
 from so101_ros.node_runner import run_node
 
@@ -155,20 +157,17 @@ class CompensatorNode(Node):
 
     def _publish_diagnostics(self) -> None:
         info = self.core.status()
-        status = DiagnosticStatus(name=f"{self.get_name()}: GapONet compensator", hardware_id="so101")
         probe = self.core.model.probe if self.core.model is not None else None
         beyond = probe is not None and not probe.within_bounds
         shrunk = [j for j, scale in zip(self.joints, info.get("guard_scale", ()), strict=False) if scale < 1.0]
-        status.level = DiagnosticStatus.WARN if info["faults"] or beyond or shrunk else DiagnosticStatus.OK
-        status.message = info["mode"] + ("" if info["warm"] or self.core.model is None else " (warming up)") + (
+        level = Level.WARN if info["faults"] or beyond or shrunk else Level.OK
+        message = info["mode"] + ("" if info["warm"] or self.core.model is None else " (warming up)") + (
             "; the model's Δ leaves its bounds (clipped): see load_probe" if beyond else "")
         if shrunk:
-            status.message += f"; guard: compensation made {', '.join(shrunk)} track worse, Δ shrunk there"
+            message += f"; guard: compensation made {', '.join(shrunk)} track worse, Δ shrunk there"
         info["action_chunk"] = "none" if self._chunk is None else f"{len(self._chunk.time)} points"
-        status.values = [KeyValue(key=str(k), value=str(v)) for k, v in info.items()]
-        array = DiagnosticArray(status=[status])
-        array.header.stamp = self.get_clock().now().to_msg()
-        self._diag.publish(array)
+        self._diag.publish(diagnostic_array(self, diagnostic_status(
+            level, f"{self.get_name()}: GapONet compensator", message, "so101", info)))
 
 
 def main(args: list[str] | None = None) -> int:

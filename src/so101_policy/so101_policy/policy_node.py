@@ -50,7 +50,7 @@ import sys
 from collections.abc import Sequence
 from functools import partial
 
-from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.duration import Duration
 from rclpy.node import Node
 from rclpy.qos import qos_profile_sensor_data
@@ -65,6 +65,7 @@ from so101_policy.diagnostics import NodeCounters
 from so101_policy.images import image_msg_to_array
 from so101_policy.parameters import PolicyParameters
 from so101_policy.spec import PolicyError
+from so101_ros.diagnostics import diagnostic_array, diagnostic_status
 from so101_ros.node_params import declare_parameters
 from so101_ros.node_runner import run_node
 
@@ -159,13 +160,8 @@ class PolicyNode(Node):
         missing_images = [k for k in self.image_topics if k not in self._images_seen]
         counters = NodeCounters(self.published, self.bad_joint_states, self.bad_images)
         report = self.diagnostics.report(self.runner.stats(), counters, missing_images)
-        status = DiagnosticStatus(name=f"{self.get_name()}: policy", hardware_id=self.policy_source,
-                                  level=bytes([int(report.level)]), message=report.message,
-                                  values=[KeyValue(key=k, value=v) for k, v in report.values.items()])
-        msg = DiagnosticArray()
-        msg.header.stamp = self.get_clock().now().to_msg()
-        msg.status = [status]
-        self.diag_pub.publish(msg)
+        self.diag_pub.publish(diagnostic_array(self, diagnostic_status(
+            report.level, f"{self.get_name()}: policy", report.message, self.policy_source, report.values)))
 
     def destroy_node(self) -> None:
         self.runner.close()

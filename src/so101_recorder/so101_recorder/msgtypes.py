@@ -8,6 +8,7 @@ Python prefix (where the ROS wheels put them), with its dependencies, and regist
 
 from __future__ import annotations
 
+import importlib
 import os
 import re
 import sys
@@ -18,7 +19,17 @@ from rosbags.typesys.store import Typestore
 
 from so101_recorder.errors import RecorderError
 
-__all__ = ["TypeLibrary"]
+__all__ = ["TypeLibrary", "message_class"]
+
+
+def message_class(msgtype: str) -> type:
+    """The Python class of ROS message type ``pkg/msg/Name`` (for a raw subscription); :class:`RecorderError`
+    when it is not installed or not a message type name."""
+    try:
+        package, kind, name = msgtype.split("/")
+        return getattr(importlib.import_module(f"{package}.{kind}"), name)
+    except (ImportError, AttributeError, ValueError) as err:
+        raise RecorderError(f"no Python message class ({err})") from err
 
 
 class TypeLibrary:

@@ -11,11 +11,12 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from so101_common.diagnostics import Level
 from so101_common.paired_dataset import FaultSpan
 from so101_common.servo_faults import FaultSpanTracker, ServoFault
 from so101_recorder.bag_writer import EpisodeWriter, next_episode_path
@@ -86,12 +87,20 @@ class RecorderStatus:
         state = f"recording {self.episode} ({self.elapsed_s:.0f} s)" if self.recording else "idle"
         return state + (f"; last error: {self.last_error}" if self.last_error else "")
 
-    def key_values(self) -> dict[str, str]:
-        """Flat strings for a ``diagnostic_msgs/KeyValue`` list."""
+    def level(self, refused: bool) -> Level:
+        """ERROR when an error ended the episode; WARN when a topic is refused (``refused``) or errors were counted."""
+        if self.last_error and not self.recording:
+            return Level.ERROR
+        return Level.WARN if refused or self.errors else Level.OK
+
+    def key_values(self, subscribed: Iterable[str] = (), refused: Mapping[str, str] | None = None) -> dict[str, str]:
+        """Flat strings for a ``diagnostic_msgs/KeyValue`` list, with the topics subscribed and those refused (why)."""
         values = {"recording": self.recording, "episode": self.episode or "", "bag": self.bag or "",
                   "episodes": self.episodes, "elapsed_s": f"{self.elapsed_s:.1f}", "messages": self.messages,
                   "bytes": self.bytes, "ignored": self.ignored, "errors": self.errors,
-                  **{f"count {topic}": n for topic, n in self.topics.items()}}
+                  **{f"count {topic}": n for topic, n in self.topics.items()},
+                  "subscribed": ",".join(sorted(subscribed)),
+                  **{f"refused {topic}": why for topic, why in (refused or {}).items()}}
         return {key: str(value) for key, value in values.items()}
 
 

@@ -10,13 +10,12 @@ Servo faults the driver reports on ``/diagnostics`` go into the episode's metada
 from __future__ import annotations
 
 import contextlib
-import importlib
 import sys
 import threading
 from functools import partial
 from pathlib import Path
 
-from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from diagnostic_msgs.msg import DiagnosticArray
 from rcl_interfaces.msg import SetParametersResult
 from rclpy.node import Node
 from rclpy.parameter import Parameter
@@ -25,10 +24,12 @@ from std_msgs.msg import Empty
 from std_srvs.srv import Trigger
 
 from so101_common import topics
-from so101_common.servo_faults import read_servo_fault
+from so101_common.servo_faults import read_servo_faults
 from so101_recorder.errors import RecorderError
+from so101_recorder.msgtypes import message_class
 from so101_recorder.parameters import DEFAULT_TOPICS, RecorderParameters
 from so101_recorder.recorder import Recorder, RecorderConfig
+from so101_ros.diagnostics import diagnostic_array, diagnostic_status, status_entries
 from so101_ros.node_params import declare_parameters
 from so101_ros.node_runner import run_node
 
@@ -86,9 +87,8 @@ class RecorderNode(Node):
             msgtype = advertised[topic][0]
             try:
                 self.recorder.check_type(msgtype)
-                package, kind, name = msgtype.split("/")
-                msg_class = getattr(importlib.import_module(f"{package}.{kind}"), name)
-            except (RecorderError, ImportError, AttributeError, ValueError) as err:
+                msg_class = message_class(msgtype)
+            except RecorderError as err:
                 self.refused[topic] = f"{msgtype}: {err}"
                 self.get_logger().error(f"not recording {topic}: {self.refused[topic]}")
                 continue
@@ -113,8 +113,7 @@ class RecorderNode(Node):
 
     def _on_diagnostics(self, msg: DiagnosticArray) -> None:
         try:
-            faults = [f for status in msg.status
-                      if (f := read_servo_fault({kv.key: kv.value for kv in status.values}, status.message))]
+            faults = read_servo_faults(status_entries(msg))
         except ValueError as err:
             self.get_logger().error(f"/diagnostics from {msg.status[0].name if msg.status else '?'}: {err}")
             return
@@ -183,16 +182,9 @@ class RecorderNode(Node):
 
     def publish_diagnostics(self) -> None:
         s = self.recorder.status()
-        level = DiagnosticStatus.ERROR if s.last_error and not s.recording else (
-            DiagnosticStatus.WARN if self.refused or s.errors else DiagnosticStatus.OK)
-        values = {**s.key_values(), "subscribed": ",".join(sorted(self.subscribed)),
-                  **{f"refused {topic}": why for topic, why in self.refused.items()}}
-        status = DiagnosticStatus(level=level, name=f"{self.get_name()}: recorder", message=s.summary(),
-                                  hardware_id=self.recorder.config.robot_id,
-                                  values=[KeyValue(key=k, value=v) for k, v in values.items()])
-        array = DiagnosticArray(status=[status])
-        array.header.stamp = self.get_clock().now().to_msg()
-        self.diagnostics.publish(array)
+        self.diagnostics.publish(diagnostic_array(self, diagnostic_status(
+            s.level(bool(self.refused)), f"{self.get_name()}: recorder", s.summary(), self.recorder.config.robot_id,
+            s.key_values(self.subscribed, self.refused))))
 
     def destroy_node(self) -> None:
         try:

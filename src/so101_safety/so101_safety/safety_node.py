@@ -16,7 +16,7 @@ import sys
 from array import array
 from collections.abc import Sequence
 
-from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from diagnostic_msgs.msg import DiagnosticArray
 from rcl_interfaces.msg import SetParametersResult
 from rclpy.node import Node
 from rclpy.parameter import Parameter
@@ -28,6 +28,7 @@ from std_srvs.srv import Trigger
 
 from so101_common import topics
 from so101_common.rejections import LogThrottle
+from so101_ros.diagnostics import diagnostic_array, diagnostic_status
 from so101_ros.node_params import declare_parameter_values
 from so101_ros.node_runner import run_node
 from so101_safety.config import node_parameter_specs, split_parameters
@@ -146,12 +147,8 @@ class SafetyNode(Node):
         new_rejections = stats.rejected_total - self._reported_rejections
         self._reported_rejections = stats.rejected_total
         report = status_report(self.filter.last, stats, new_rejections, self.filter.estop_reason)
-        status = DiagnosticStatus(level=bytes([int(report.level)]), name=f"{self.get_name()}: filter",
-                                  message=report.message, hardware_id="so101_safety",
-                                  values=[KeyValue(key=k, value=v) for k, v in report.values.items()])
-        msg = DiagnosticArray(status=[status])
-        msg.header.stamp = self.get_clock().now().to_msg()
-        self.diag_pub.publish(msg)
+        self.diag_pub.publish(diagnostic_array(self, diagnostic_status(
+            report.level, f"{self.get_name()}: filter", report.message, "so101_safety", report.values)))
 
 
 def main(args: Sequence[str] | None = None) -> int:

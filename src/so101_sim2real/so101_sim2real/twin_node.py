@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 from builtin_interfaces.msg import Time as TimeMsg
-from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.node import Node
 from rclpy.qos import QoSProfile
 from sensor_msgs.msg import JointState
@@ -23,10 +23,12 @@ from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory
 
 from so101_common import topics
+from so101_common.diagnostics import Level
 from so101_common.joints import JOINT_NAMES, JointSpecError, reorder
 from so101_common.schema import SchemaError
 from so101_gaponet.chunks import ActionChunk
 from so101_gaponet.metadata import ModelFileError
+from so101_ros.diagnostics import diagnostic_array, diagnostic_status
 from so101_ros.node_params import declare_parameters
 from so101_ros.node_runner import run_node
 from so101_sim2real.replay.mujoco_backend import MujocoSim, MujocoSimConfig
@@ -141,7 +143,6 @@ class TwinNode(Node):
 
     def _publish_diagnostics(self) -> None:
         twin, last = self.twin, self.twin.last
-        status = DiagnosticStatus(name=f"{self.get_name()}: gap twin", hardware_id="so101")
         values = {"state": "running" if twin.started else "waiting for joint_states and commands",
                   "sim": self.params.sim_delta_model or "nominal MuJoCo", "band_file": self.params.band_file or "none",
                   "window_s": f"{self.params.window_s:g}", "starts": str(twin.starts),
@@ -152,16 +153,12 @@ class TwinNode(Node):
                 values[f"{name}.position_rmse"] = f"{last.position_rmse[index]:.5f}"
                 values[f"{name}.velocity_rmse"] = f"{last.velocity_rmse[index]:.4f}"
         if self._out_of_band:
-            status.level = DiagnosticStatus.WARN
-            status.message = "; ".join(e.describe() for e in self._out_of_band)
+            level, message = Level.WARN, "; ".join(e.describe() for e in self._out_of_band)
         else:
-            status.level = DiagnosticStatus.OK
-            status.message = values["state"] if last is None else (
+            level, message = Level.OK, values["state"] if last is None else (
                 "within the band" if self.band is not None and last.warm else "running")
-        status.values = [KeyValue(key=k, value=v) for k, v in values.items()]
-        array = DiagnosticArray(status=[status])
-        array.header.stamp = self.get_clock().now().to_msg()
-        self._diag.publish(array)
+        self._diag.publish(diagnostic_array(self, diagnostic_status(
+            level, f"{self.get_name()}: gap twin", message, "so101", values)))
 
 
 def main(args: list[str] | None = None) -> int:

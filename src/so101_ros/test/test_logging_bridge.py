@@ -1,4 +1,4 @@
-"""The driver node's Python log records (core and bus) go to its ROS logger, never to the root logger.
+"""A node's Python log records (the driver's core and bus) go to its ROS logger, never to the root logger.
 
 An application that configures Python logging (``so101 demo`` through the CLI's ``basicConfig``)
 must not print the bus's DEBUG lines; ``--log-level debug`` on the node shows them.
@@ -15,7 +15,7 @@ from rclpy.context import Context
 from rclpy.logging import LoggingSeverity
 from rclpy.node import Node
 
-from so101_driver.driver_node import node_python_logger
+from so101_ros.logging_bridge import node_python_logger
 
 
 @pytest.fixture
@@ -30,7 +30,7 @@ def node() -> Iterator[Node]:
 
 def test_records_do_not_reach_the_root_logger(node: Node, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG)  # the root logger takes everything, as basicConfig(level=DEBUG) would
-    pylog, handler = node_python_logger(node)
+    pylog, handler = node_python_logger(node, "so101_driver")
     try:
         pylog.debug("opened /dev/pts/0 at 1000000 baud")
         pylog.warning("servo 3 faulted")
@@ -40,10 +40,10 @@ def test_records_do_not_reach_the_root_logger(node: Node, caplog: pytest.LogCapt
 
 
 def test_level_follows_the_ros_logger(node: Node) -> None:
-    pylog, handler = node_python_logger(node)
+    pylog, handler = node_python_logger(node, "so101_driver")
     pylog.removeHandler(handler)
     assert not pylog.isEnabledFor(logging.DEBUG)  # ROS default: INFO
     node.get_logger().set_level(LoggingSeverity.DEBUG)
-    pylog, handler = node_python_logger(node)
+    pylog, handler = node_python_logger(node, "so101_driver")
     pylog.removeHandler(handler)
     assert pylog.isEnabledFor(logging.DEBUG)

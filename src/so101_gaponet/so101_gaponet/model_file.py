@@ -29,7 +29,7 @@ from so101_common.atomic_output import atomic_file, write_bytes_atomically
 from so101_gaponet.metadata import METADATA_KEY, TORCHSCRIPT_EXTRA_FILE, GapModelMetadata, ModelFileError
 from so101_gaponet.runtime import GapModel, OnnxGapModel, ProbeReport, TorchScriptGapModel
 
-__all__ = ["ModelFileError", "load_model", "read_metadata", "save_onnx", "save_torchscript"]
+__all__ = ["ModelFileError", "load_model", "read_metadata", "save_onnx", "save_torchscript", "write_onnx"]
 
 _log = logging.getLogger(__name__)
 
@@ -213,12 +213,19 @@ def save_onnx(module: Any, meta: GapModelMetadata, path: str | Path) -> Path:
                           dynamic_axes={name: {0: "batch"} for name in input_names + output_names},
                           opset_version=17, dynamo=False)
     proto = onnx.load_model_from_string(buffer.getvalue())
+    proto.producer_name = "so101_gaponet"
+    return write_onnx(proto, meta, path)
+
+
+def write_onnx(proto: Any, meta: GapModelMetadata, path: str | Path) -> Path:
+    """Attach ``meta`` to the ONNX model ``proto``, check it and write it to ``path``, complete or absent."""
+    import onnx
+
     entry = proto.metadata_props.add()
     entry.key, entry.value = METADATA_KEY, meta.to_json()
-    proto.producer_name = "so101_gaponet"
     onnx.checker.check_model(proto)
-    write_bytes_atomically(path, proto.SerializeToString())  # complete or absent
-    return path
+    write_bytes_atomically(Path(path), proto.SerializeToString())
+    return Path(path)
 
 
 def save_torchscript(module: Any, meta: GapModelMetadata, path: str | Path) -> Path:

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from so101_common.joints import JOINT_NAMES
-from so101_gaponet.metadata import METADATA_KEY, GapModelMetadata, Normalisation
-from so101_gaponet.model_file import save_onnx, save_torchscript
+from so101_gaponet.metadata import GapModelMetadata, Normalisation
+from so101_gaponet.model_file import save_onnx, save_torchscript, write_onnx
 from so101_gaponet.runtime import GapModel
 from so101_gaponet.synthetic import make_dataset
 from so101_gaponet.train import TrainConfig, TrainResult, train
@@ -63,7 +63,6 @@ def write_adversarial_onnx(path: Path, bound: float, slew: float | None = None, 
     """The model of issue 19: Δ = 0 on an all-zero (normalised) input, 1e9 rad on every other joint input;
     metadata ``delta_bounds`` = ``bound`` for every joint (1e30 in the issue), identity normalisation, 50 Hz,
     history 1. Built with onnx.helper (no training): ``sign(Σ|history| + Σ|commands|) · 1e9``."""
-    import onnx
     from onnx import TensorProto, helper
 
     joints, columns = len(JOINT_NAMES), 3 * len(JOINT_NAMES)
@@ -86,11 +85,7 @@ def write_adversarial_onnx(path: Path, bound: float, slew: float | None = None, 
                                helper.make_tensor_value_info("commands", TensorProto.FLOAT, ["batch", 1, joints])],
         [helper.make_tensor_value_info("delta", TensorProto.FLOAT, ["batch", joints])], initializer=[axes, one, big])
     proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)  # onnxruntime reads ≤ 13
-    entry = proto.metadata_props.add()
-    entry.key, entry.value = METADATA_KEY, meta.to_json()
-    onnx.checker.check_model(proto)
-    path.write_bytes(proto.SerializeToString())
-    return path
+    return write_onnx(proto, meta, path)
 
 
 @pytest.fixture()

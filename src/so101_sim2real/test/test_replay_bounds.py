@@ -10,7 +10,8 @@ import pytest
 
 from so101_common import sage
 from so101_common.joints import JOINT_NAMES
-from so101_gaponet.metadata import METADATA_KEY, GapModelMetadata, Normalisation
+from so101_gaponet import model_file
+from so101_gaponet.metadata import GapModelMetadata, Normalisation
 from so101_testing import run_cli
 
 REPLAY_CLI = "so101_sim2real.cli.replay"
@@ -24,7 +25,6 @@ def write_onnx(path: Path, role: str, bound: float, answer: str) -> Path:
     - ``adversarial`` (issue 19): Δ = 0 on an all-zero input, 1e9 rad on every joint otherwise;
     - ``nan_when_moving``: Δ = sqrt(−Σ|velocity|): 0 on an arm at rest (the load probe), NaN once it moves.
     """
-    import onnx
     from onnx import TensorProto, helper
 
     norm = Normalisation(history_mean=(0.0,) * COLUMNS, history_std=(1.0,) * COLUMNS, command_mean=(0.0,) * JOINTS,
@@ -54,11 +54,7 @@ def write_onnx(path: Path, role: str, bound: float, answer: str) -> Path:
                         helper.make_tensor_value_info("commands", TensorProto.FLOAT, ["batch", 1, JOINTS])],
         [helper.make_tensor_value_info("delta", TensorProto.FLOAT, ["batch", JOINTS])], initializer=constants)
     proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)  # onnxruntime reads ≤ 13
-    entry = proto.metadata_props.add()
-    entry.key, entry.value = METADATA_KEY, meta.to_json()
-    onnx.checker.check_model(proto)
-    path.write_bytes(proto.SerializeToString())
-    return path
+    return model_file.write_onnx(proto, meta, path)
 
 
 @pytest.mark.parametrize(("role", "cap"), [("sim_delta", 0.5), ("compensator", 0.3)])

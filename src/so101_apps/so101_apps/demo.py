@@ -112,16 +112,16 @@ class _Collector:
 
         self.refinement = Refinement(ArmTrainer(TrainConfig(epochs=epochs, progress=False)), settings)
         self.names, self.out = names, out
-        self.bags: dict[str, Path] = {}
+        self.datasets: dict[str, PairedDataset] = {}  # each excitation episode, paired as it ended
 
     def __call__(self, name: str, recorded: RecordedMotion) -> bool:
         if name not in self.names:
             return True
-        if not self.bags:
+        if not self.datasets:
             print(f"\n   training on the excitation episodes as they come, until the next one's validation stops "
                   f"improving (at most {self.refinement.settings.max_episodes}; the evaluation motions are not in them)")
-        self.bags[name] = recorded.bag
-        step = self.refinement.add(_pair({name: recorded.bag}, self.out / name))
+        self.datasets[name] = _pair({name: recorded.bag}, self.out / name)
+        step = self.refinement.add(self.datasets[name])
         print(step.line(name), flush=True)
         return not self.refinement.done
 
@@ -135,10 +135,15 @@ class _Collector:
         if error > 1e-4:
             raise RuntimeError(f"exported model differs from the trained one by {error:.2e}")
         model.with_suffix(".json").write_text(json.dumps(
-            {"episodes": list(self.bags), "stopped": self.refinement.steps[-1].stop,
+            {"episodes": list(self.datasets), "stopped": self.refinement.steps[-1].stop,
              "steps": [dataclasses.asdict(s) for s in self.refinement.steps]}, indent=2) + "\n")
-        _pair(self.bags, self.out)
-        print(f"   wrote {model} (trained on {', '.join(self.bags)}: {self.refinement.steps[-1].stop})")
+        first = next(iter(self.datasets.values()))
+        together = PairedDataset(rate_hz=first.rate_hz, metadata=dict(first.metadata))
+        for dataset in self.datasets.values():  # already paired: no second replay
+            for episode in dataset.episodes:
+                together.add(episode)
+        together.save(self.out / "dataset")
+        print(f"   wrote {model} (trained on {', '.join(self.datasets)}: {self.refinement.steps[-1].stop})")
         return model
 
 

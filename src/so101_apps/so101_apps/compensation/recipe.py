@@ -179,7 +179,8 @@ def train_population_compensator(out: Path, eval_motions: Sequence[tuple[str, Jo
     for arm in held_out:
         evaluations.append(_evaluation(arm.name, evaluate(arm, eval_motions, model)))
         say(_cut_line(evaluations[-1]), flush=True)
-    trained_arms = [a for a in arms if a.name in {d.metadata.get("profile") for d in datasets}]
+    kept = {d.metadata.get("profile") for d in datasets}  # the working arms (the others were left out)
+    trained_arms = [a for a in arms if a.name in kept]
     stabilities = [stability(arm, model).to_dict() for arm in [*trained_arms, *held_out]]
     report: dict[str, Any] = {
         "model": str(out), "recipe": asdict(recipe), "population": asdict(population),

@@ -32,6 +32,7 @@ class ArmWatch:
         self.twin_seen: float | None = None  # when the live gap twin last published its state (None: not yet)
         self._origin = now
         self._history: deque[tuple[float, np.ndarray]] = deque()  # (time, measured) of the last HISTORY_S
+        self._expected: np.ndarray | None = None  # a pose to be commanded before the arm can be at rest at it
 
     def mark(self, now: float) -> None:
         """Start a new motion: fault times count from now; faults still present open new spans."""
@@ -47,8 +48,19 @@ class ArmWatch:
         while len(self._history) > 2 and self._history[1][0] <= now - self.HISTORY_S:
             self._history.popleft()
 
+    def expect_command(self, names: Sequence[str], positions: Sequence[float]) -> None:
+        """The arm is at rest only at this pose (a new motion's start): until it is commanded, and for the hold
+        time after, the arm is not at rest, wherever it rests now (still at the previous motion's end, within
+        the tolerance of the new start, it would otherwise start the motion from there)."""
+        self._expected = np.full(len(JOINT_NAMES), np.nan)
+        _store(names, positions, self._expected)
+
     def on_command(self, names: Sequence[str], positions: Sequence[float]) -> None:
         _store(names, positions, self.commanded)
+        known = self._expected is not None and np.isfinite(self._expected)
+        if self._expected is not None and np.allclose(self.commanded[known], self._expected[known], rtol=0.0, atol=1e-9):
+            self._expected = None
+            self._history.clear()  # the rest test counts from the new command
 
     def on_twin(self, now: float) -> None:
         self.twin_seen = now
@@ -84,6 +96,8 @@ class ArmWatch:
             return "the first command"
         if np.isnan(self.measured).any():
             return "the first joint state"
+        if self._expected is not None:
+            return "the motion's start pose to be commanded"
         offset = np.abs(self.measured - self.commanded)
         far = [f"{JOINT_NAMES[j]} {offset[j]:.3f} rad from its command" for j in np.flatnonzero(offset >= tolerance)]
         if far:

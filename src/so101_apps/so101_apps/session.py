@@ -45,7 +45,7 @@ from so101_common import topics
 from so101_common.servo_faults import format_fault, read_servo_faults
 from so101_common.waiting import wait_for
 from so101_policy.motion_player_node import MotionPlayerNode
-from so101_policy.motions import load_motion
+from so101_policy.motions import load_motion, sample
 from so101_recorder.recorder_node import RecorderNode
 from so101_ros.diagnostics import status_entries
 
@@ -118,7 +118,7 @@ def run_session(label: str, opts: GraphOptions, motions: Sequence[MotionSpec], p
         # launch runs it: its bus cycle does not wait on the other nodes' callbacks; the twin and the web view
         # (monitors) too, at a lower priority: they never hold the chain's callbacks nor take the CPU from the driver
         # and the arm
-        opts = replace(opts, command_source="motion", motion=motions[0].source, record=True)
+        opts = replace(opts, command_source="motion", motion=motions[0].source, record=True, hold_start_pose=True)
         monitors = {name for name, wanted in ((TWIN, opts.twin), (WEB_VIEW, opts.web)) if wanted}
         with ComposedGraph(deploy_graph(opts), own_process={DRIVER, *monitors}, low_priority=monitors) as graph:
             player = graph.node(MOTION_PLAYER, MotionPlayerNode)
@@ -129,6 +129,7 @@ def run_session(label: str, opts: GraphOptions, motions: Sequence[MotionSpec], p
                 wanted += (topics.TWIN_STATES, topics.TWIN_GAP, topics.TWIN_GAP_RMSE)
             for spec in motions:
                 motion = loaded[spec.name]
+                monitor.watch.expect_command(motion.names, sample(motion, 0.0))
                 player.set_motion(motion)
                 recorded[spec.name] = _record_motion(spec.name, motion.duration, player, monitor, recorder, graph,
                                                      wanted, print_period)

@@ -87,3 +87,25 @@ def test_the_twin_is_live_while_its_states_keep_coming() -> None:
     assert not watch.twin_live(0.0)
     watch.on_twin(1.0)
     assert watch.twin_live(1.1) and not watch.twin_live(1.5)
+
+
+def test_a_new_motion_waits_for_its_start_pose_to_be_commanded_and_held() -> None:
+    watch = ArmWatch(now=0.0)
+    previous_end = [p + 0.2 for p in POSE]  # the last motion ended within the rest tolerance of the next start
+    watch.on_command(JOINT_NAMES, previous_end)
+    for k in range(10):
+        watch.on_state(JOINT_NAMES, previous_end, now=0.1 * k)
+    assert watch.settled(now=0.9)
+    watch.expect_command(JOINT_NAMES, POSE)
+    assert watch.waiting_for(now=0.9) == "the motion's start pose to be commanded"
+    watch.on_command(JOINT_NAMES, previous_end)  # the player's last message of the previous pose, still in flight
+    assert not watch.settled(now=1.0)
+    watch.on_command(JOINT_NAMES, POSE)
+    watch.on_state(JOINT_NAMES, previous_end, now=1.0)
+    assert watch.waiting_for(now=1.0) == "0.3 s of joint states"  # rest is judged on states after the new command
+    watch.on_state(JOINT_NAMES, [p + 0.1 for p in POSE], now=1.2)
+    watch.on_state(JOINT_NAMES, POSE, now=1.4)
+    assert not watch.settled(now=1.4)  # still travelling
+    for k in range(5):
+        watch.on_state(JOINT_NAMES, POSE, now=1.5 + 0.1 * k)
+    assert watch.settled(now=1.9)

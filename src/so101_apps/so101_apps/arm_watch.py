@@ -48,7 +48,7 @@ class ArmWatch:
         while len(self._history) > 2 and self._history[1][0] <= now - self.HISTORY_S:
             self._history.popleft()
 
-    def expect_command(self, names: Sequence[str], positions: Sequence[float]) -> None:
+    def expect_command(self, names: Sequence[str], positions: Sequence[float] | np.ndarray) -> None:
         """The arm is at rest only at this pose (a new motion's start): until it is commanded, and for the hold
         time after, the arm is not at rest, wherever it rests now (still at the previous motion's end, within
         the tolerance of the new start, it would otherwise start the motion from there)."""
@@ -129,7 +129,7 @@ def _noise(window: np.ndarray) -> np.ndarray:
     return spread / np.sqrt(2.0)
 
 
-def _store(names: Sequence[str], positions: Sequence[float], target: np.ndarray) -> None:
+def _store(names: Sequence[str], positions: Sequence[float] | np.ndarray, target: np.ndarray) -> None:
     for name, value in zip(names, positions, strict=False):
         if name in JOINT_NAMES:
             target[JOINT_NAMES.index(name)] = value

@@ -3,8 +3,9 @@
 The same loop as the deploy chain, without DDS or a wall clock: per 20 ms frame the compensator core
 reads the newest position the driver has delivered from the virtual arm's own physics and firmware
 (:class:`so101_virtual.sysid.simulate.ArmPlant`), computes the command (with the motion's future as
-its look-ahead, as the motion player's action chunk gives it), and the plant gets it as its new goal
-once the bus is free. The bus is the driver's (:class:`DriverBus`): a read cycle at up to 100 Hz that
+its look-ahead, as the motion player's action chunk gives it), the deployment's safety filter
+(``config/safety.yaml``: position, velocity and acceleration bounds, the leash to the measured arm) bounds
+it, and the plant gets that as its new goal once the bus is free. The bus is the driver's (:class:`DriverBus`): a read cycle at up to 100 Hz that
 takes the profile's adapter latency (and jitter) on top of the wire time, so on a slow bus the
 positions arrive late and less often and a goal may wait for the read in progress, as through ROS. The reference is what the
 MuJoCo replay sim does with the policy's commands (the gap the compensator exists to close), so a
@@ -16,6 +17,7 @@ same comparison through ROS on the virtual arm.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -23,11 +25,14 @@ from typing import Any
 
 import numpy as np
 
+from so101_bringup.share import config_dir
 from so101_common.joints import JOINT_NAMES, JOINTS
 from so101_common.paired_dataset import PairedDataset, PairedEpisode
 from so101_common.trajectory import JointTrajectory
 from so101_gaponet.compensator import Compensator, CompensatorConfig
 from so101_gaponet.runtime import GapModel
+from so101_safety.config import SafetyConfig, load_config
+from so101_safety.core import SafetyFilter
 from so101_sim2real.replay.mujoco_backend import MujocoSim, MujocoSimConfig
 from so101_virtual.profiles import GapProfile, load_profile, profile_from_dict
 from so101_virtual.sysid.simulate import ArmPlant
@@ -100,6 +105,12 @@ class DriverBus:
         return out
 
 
+@functools.cache
+def deployment_safety() -> SafetyConfig:
+    """The safety filter's bounds as the deploy graph runs it (``config/safety.yaml``)."""
+    return load_config(config_dir() / "safety.yaml")
+
+
 def reference(motion: JointTrajectory) -> np.ndarray:
     """(N, J) rad: the MuJoCo replay sim's position at each command stamp for ``motion``'s commands."""
     sim = MujocoSim(MujocoSimConfig(control_rate_hz=RATE_HZ, sample="control"))
@@ -109,8 +120,11 @@ def reference(motion: JointTrajectory) -> np.ndarray:
 
 def closed_loop(profile: GapProfile | str, motion: JointTrajectory, model: GapModel | None = None,
                 feedback_gain: float | None = None, seed: int = 0,
-                compensator: Compensator | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """``(reported positions, sent commands)`` (N, J) of the virtual arm playing ``motion``.
+                compensator: Compensator | None = None,
+                safety: SafetyConfig | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """``(reported positions, sent commands)`` (N, J) of the virtual arm playing ``motion``; a sent command
+    is what the policy or the compensator sent, the arm gets it through the safety filter with ``safety``
+    (default: :func:`deployment_safety`).
 
     The reported position of a frame is the newest one the driver has delivered by then (:class:`DriverBus`,
     ``seed`` its phase and jitter). With ``model`` (or a ready ``compensator``) the compensator core sits in the
@@ -131,6 +145,9 @@ def closed_loop(profile: GapProfile | str, motion: JointTrajectory, model: GapMo
     start = float(motion.time[0])
     newest, newest_stamp = plant.read(0.0), 0.0  # at rest at the first command's pose
     pending: list[tuple[float, np.ndarray]] = []  # (delivery time, position) of reads under way
+    # stepped on each command as it arrives, as the node forwards a command stream at the policy's rate
+    bounds = SafetyFilter(safety or deployment_safety())
+    bounds.on_measured(JOINT_NAMES, newest.tolist(), stamp=0.0)
     for k in range(count):
         now = float(motion.time[k]) - start
         applied = bus.apply_time(now)
@@ -145,14 +162,21 @@ def closed_loop(profile: GapProfile | str, motion: JointTrajectory, model: GapMo
             newest_stamp, newest = pending.pop(0)
             fresh = True
         reported[k] = newest
+        if fresh:
+            bounds.on_measured(JOINT_NAMES, newest.tolist(), stamp=now)
         if compensator is None:
             sent[k] = motion.position[k]
         else:
             if fresh:
                 compensator.update_measured(newest, stamp=newest_stamp)
             sent[k] = compensator.compensate(motion.position[k], now=now, upcoming=padded[k + 1:k + 1 + ahead]).command
+        bounds.on_command(JOINT_NAMES, sent[k].tolist(), now)
+        safe = bounds.step(now)
+        assert safe is not None  # every joint is measured from the start
+        if compensator is not None:
+            compensator.goal_reached(np.asarray(safe.positions))
         plant.read(applied)
-        plant.send(sent[k])
+        plant.send(np.asarray(safe.positions))
     return reported, sent
 
 

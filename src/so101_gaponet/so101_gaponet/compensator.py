@@ -19,7 +19,8 @@ one without a slew limit gets the rate cap. Without a model, while disabled, or 
 filling, so enabling mid-run is safe at once.
 
 The **guard** (:class:`DeltaGuard`) watches, per joint, whether compensation makes the tracking error
-larger than it would be without, and shrinks that joint's Δ towards zero when it does.
+larger than it would be without, and shrinks that joint's Δ towards zero when it does; it judges the Δ that
+reached the servos when told the goals the arm got (:meth:`Compensator.goal_reached`: the safety filter's output).
 """
 
 from __future__ import annotations
@@ -79,7 +80,10 @@ class DeltaGuard:
     estimate without it is judged: how far it exceeds ``1 + margin`` adds to the evidence against the joint's Δ
     (a cumulative sum of log ratios, floored at 0, so a single noisy window does not decide); once the evidence
     reaches ``evidence`` the joint's scale is multiplied by ``shrink`` (below 0.1: zero) and the event is
-    counted. A window whose ratio is below ``1 − margin`` (Δ clearly helps) doubles a shrunk scale back, up to 1.
+    counted. A shrunk scale comes back the same way: evidence for Δ (how far window ratios fall below ``1 − margin``)
+adds up, floored at 0, and once it reaches ``evidence`` the scale doubles, up to 1 (one window that seems to
+favour Δ does not undo a shrink: on an arm behind a safety filter that bounds the goals' speed and
+acceleration the first-order estimate is off in single windows, either way).
     The core multiplies the joint's Δ by the scale before its slew limit (no jump) and holds the joint's
     integral correction while the scale is below 1.
     """
@@ -93,8 +97,10 @@ class DeltaGuard:
         self._keep = math.exp(-step_s / settings.response_s) if step_s > 0 else 0.0
         self._window = max(1, round(settings.window_s / step_s)) if step_s > 0 else 1
         self._effect = [0.0] * count  # the estimated effect of Δ on the measured position (rad)
+        self._before = [0.0] * count  # the effect before this step's Δ (to redo the step with the Δ that reached the arm)
         self._sums = [[0.0, 0.0, 0.0, 0] for _ in range(count)]  # error² with, error² without, effect², count
         self._against = [0.0] * count  # the evidence against Δ so far: Σ log(ratio / (1 + margin)), floored at 0
+        self._for = [0.0] * count  # the evidence for a shrunk Δ: Σ log((1 − margin) / ratio), floored at 0
 
     def observe(self, joint: int, error: float) -> None:
         """A fresh tracking error (``previous command − measured position``) of ``joint``."""
@@ -110,11 +116,18 @@ class DeltaGuard:
 
     def sent(self, joint: int, delta: float) -> None:
         """The Δ sent to ``joint`` this step (its effect on the arm follows with the response time)."""
+        self._before[joint] = self._effect[joint]
         self._effect[joint] = delta + self._keep * (self._effect[joint] - delta)
+
+    def reached(self, joint: int, delta: float) -> None:
+        """The Δ that reached ``joint``'s servo this step, where the chain bounds the goal after the compensator
+        (the safety filter's speed and acceleration bounds): it replaces the Δ sent in this step's effect."""
+        self._effect[joint] = delta + self._keep * (self._before[joint] - delta)
 
     def clear(self) -> None:
         """A passthrough step: Δ is 0 and the windows start again (the scales are kept)."""
         self._effect = [0.0] * len(self._effect)
+        self._before = [0.0] * len(self._before)
         self._sums = [[0.0, 0.0, 0.0, 0] for _ in self._sums]
 
     def _judge(self, joint: int, sums: list[float]) -> None:
@@ -126,14 +139,19 @@ class DeltaGuard:
         ratio = math.sqrt(with_delta / max(without, 1e-18))
         self._against[joint] = max(0.0, self._against[joint] + math.log(max(ratio, 1e-9) / (1.0 + settings.margin)))
         if self._against[joint] > math.log(settings.evidence) and self.scale[joint] > 0.0:
-            self._against[joint] = 0.0
+            self._against[joint] = self._for[joint] = 0.0
             scale = self.scale[joint] * settings.shrink
             self.scale[joint] = scale if scale >= 0.1 else 0.0
             self.events += 1
             self.last_event = (f"{self.joints[joint]}: RMS tracking error {math.sqrt(with_delta / count):.4f} rad with Δ, "
                                f"about {math.sqrt(without / count):.4f} without: Δ scaled to {self.scale[joint]:g}")
             _log.warning("compensation guard: %s", self.last_event)
-        elif ratio < 1.0 - settings.margin and self.scale[joint] < 1.0:
+            return
+        if self.scale[joint] == 1.0:
+            return
+        self._for[joint] = max(0.0, self._for[joint] + math.log((1.0 - settings.margin) / max(ratio, 1e-9)))
+        if self._for[joint] > math.log(settings.evidence):
+            self._for[joint] = 0.0
             self.scale[joint] = min(1.0, max(self.scale[joint], 0.05) * 2.0)
 
 
@@ -325,6 +343,17 @@ class Compensator:
         self._position[:] = position
         self._velocity[:] = velocity
         self._measured_stamp = stamp
+
+    def goal_reached(self, goal: np.ndarray | list[float]) -> None:
+        """The goal the arm got for the last step's command (the safety filter's output): the guard judges Δ by
+        what reached the servos (``goal − command``), not by what it sent. Without a guard, or before a
+        compensated step, nothing to do."""
+        if self.guard is None or self._previous_command is None or not self._delta.any():
+            return
+        reached = self._vector(goal, "goal") - self._previous_command
+        for j, delta in enumerate(reached.tolist()):
+            if math.isfinite(delta):
+                self.guard.reached(j, delta)
 
     @property
     def has_measurement(self) -> bool:

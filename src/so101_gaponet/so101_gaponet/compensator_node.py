@@ -2,7 +2,8 @@
 
 Topics (relative, remappable): ``policy/joint_command`` (in), ``policy/action_chunk`` (in, optional:
 ``trajectory_msgs/JointTrajectory``, the policy's upcoming commands), ``joint_states`` (measured
-history), ``gaponet/joint_command`` (out), ``/diagnostics``. Service ``~/enable`` (std_srvs/SetBool).
+history), ``joint_command`` (with the guard on: the safety filter's output, the goals the arm got, by which
+the guard judges Δ), ``gaponet/joint_command`` (out), ``/diagnostics``. Service ``~/enable`` (std_srvs/SetBool).
 Parameters: :class:`so101_gaponet.parameters.CompensatorParameters`.
 
 Rate contract (:class:`so101_gaponet.step_clock.StepClock`): a model was trained on history rows one
@@ -72,6 +73,8 @@ class CompensatorNode(Node):
         self.create_subscription(JointState, topics.POLICY_COMMAND, self._on_command, QoSProfile(depth=10))
         self.create_subscription(JointTrajectory, CHUNK_TOPIC, self._on_chunk, QoSProfile(depth=10))
         self.create_subscription(JointState, topics.JOINT_STATES, self._on_state, qos_profile_sensor_data)
+        if self.core.guard is not None:
+            self.create_subscription(JointState, topics.JOINT_COMMAND, self._on_goal, QoSProfile(depth=10))
         self.create_service(SetBool, "~/enable", self._on_enable)
         self._step_timer = self.create_timer(self.period, self._on_tick) if model is not None else None
         self.create_timer(p.diagnostics_period, self._publish_diagnostics)
@@ -90,6 +93,12 @@ class CompensatorNode(Node):
             self.core.update_measured(position, velocity, self._now())
         except (JointSpecError, CompensatorError) as err:
             self.get_logger().warning(f"ignored joint state: {err}", throttle_duration_sec=5.0)
+
+    def _on_goal(self, msg: JointState) -> None:
+        try:
+            self.core.goal_reached(reorder(msg.name, msg.position, self.joints))
+        except (JointSpecError, CompensatorError) as err:
+            self.get_logger().warning(f"ignored goal on {topics.JOINT_COMMAND}: {err}", throttle_duration_sec=5.0)
 
     def _on_chunk(self, msg: JointTrajectory) -> None:
         start = msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9 if msg.header.stamp.sec or msg.header.stamp.nanosec \

@@ -271,3 +271,26 @@ def test_the_guard_shrinks_a_delta_that_makes_the_error_larger_and_keeps_one_tha
     assert harmful.last_event.startswith("shoulder_pan: RMS tracking error")
     helpful = run(+1.0)
     assert helpful.scale == [1.0] and helpful.events == 0
+
+
+def test_the_guard_judges_the_delta_that_reached_the_arm_not_the_one_it_sent() -> None:
+    """A harmful Δ of which a bounding stage after the compensator (the safety filter) passes a quarter: the arm
+    was on the reference without it, so its whole error is the quarter's effect. Judged by the Δ sent, the
+    estimated error without Δ is three times the error (Δ looks helpful) and nothing is shrunk; told what reached
+    the servos, the guard sees the harm and shrinks it."""
+    from so101_gaponet.compensator import DeltaGuard, GuardSettings
+
+    def run(told: bool) -> DeltaGuard:
+        guard = DeltaGuard(("shoulder_pan",), GuardSettings(), step_s=0.02)
+        effect = 0.0
+        for _ in range(100):
+            sent = 0.04 * guard.scale[0]
+            guard.observe(0, -effect)
+            guard.sent(0, sent)
+            if told:
+                guard.reached(0, sent / 4)
+            effect = sent / 4 + np.exp(-0.02 / 0.1) * (effect - sent / 4)
+        return guard
+
+    assert run(told=False).scale == [1.0]
+    assert run(told=True).scale == [0.0]

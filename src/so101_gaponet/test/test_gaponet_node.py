@@ -324,9 +324,12 @@ def test_a_joint_the_guard_shrank_is_a_warning_on_diagnostics_naming_it() -> Non
         status = published[-1].status[0]
         assert status.level == DiagnosticStatus.WARN and "guard" in status.message and "wrist_flex" in status.message
         assert {v.key: v.value for v in status.values}["guard_scale"] == str([1.0, 1.0, 1.0, 0.25, 1.0, 1.0])
+        # the guard judges Δ by the goals the arm got: it listens to the safety filter's output
+        assert "/joint_command" in {sub.topic_name for sub in node.subscriptions}
         node.destroy_node()
         off = CompensatorNode(context=context, cli_args=["--ros-args", "-p", f"model_path:={SHIPPED_MODEL}"])
         assert off.core.guard is None  # opt-in and off.core.status()["guard"] == "off"
+        assert "/joint_command" not in {sub.topic_name for sub in off.subscriptions}
         off.destroy_node()
     finally:
         rclpy.shutdown(context=context)

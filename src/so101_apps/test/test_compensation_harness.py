@@ -1,6 +1,7 @@
 """The harness's bus, and the shipped compensator in closed loop on the virtual SO-101 (simulated time) on arms
 it was not trained on: it settles on a held target (no ringing from its integral corrections), keeps every
-joint inside its range, and ends nearer the target than the arm does without it."""
+joint inside its range, ends nearer the target than the arm does without it, and cuts every joint's gap on a
+real motion it never saw."""
 
 from __future__ import annotations
 
@@ -77,6 +78,23 @@ def test_shipped_compensator_settles_in_range_on_arms_it_was_not_trained_on(prof
     reported, _ = closed_loop(profile, motion, model)
     lower, upper = np.array([j.lower for j in JOINTS]), np.array([j.upper for j in JOINTS])
     assert np.all((reported >= lower) & (reported <= upper))
+
+
+def test_shipped_compensator_cuts_every_joint_s_gap_on_an_arm_and_a_motion_it_never_saw() -> None:
+    """On `worn` (not trained on), behind the deployment's safety filter, the first 10 s of a real SAGE motion (not
+    trained on): every joint tracks the MuJoCo replay at least a quarter closer than without compensation
+    (measured: 70 / 72 / 60 / 63 / 42 / 37 %); a compensator that outputs Δ = 0 cuts nothing."""
+    full = read_motion_file(config_dir() / "motions" / "multisine.txt")
+    motion = JointTrajectory(full.time[:500], full.position[:500], names=JOINT_NAMES)
+    sim = reference(motion)
+    plain, _ = closed_loop("worn", motion)
+    compensated, _ = closed_loop("worn", motion, load_model(SHIPPED))
+
+    def rmse(positions: np.ndarray) -> np.ndarray:
+        return np.sqrt(np.mean((positions - sim) ** 2, axis=0))
+
+    cut = 1.0 - rmse(compensated) / rmse(plain)
+    assert np.all(cut >= 0.25), dict(zip(JOINT_NAMES, np.round(cut, 2), strict=True))
 
 
 class _LagMaker(GapModel):

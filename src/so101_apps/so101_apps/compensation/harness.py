@@ -5,11 +5,11 @@ reads the newest position the driver has delivered from the virtual arm's own ph
 (:class:`so101_virtual.sysid.simulate.ArmPlant`), computes the command (with the motion's future as
 its look-ahead, as the motion player's action chunk gives it), the deployment's safety filter
 (``config/safety.yaml``: position, velocity and acceleration bounds, the leash to the measured arm) bounds
-it, and the plant gets that as its new goal once the bus is free. The bus is the driver's (:class:`DriverBus`): a read cycle at up to 100 Hz that
-takes the profile's adapter latency (and jitter) on top of the wire time, so on a slow bus the
-positions arrive late and less often and a goal may wait for the read in progress, as through ROS. The reference is what the
-MuJoCo replay sim does with the policy's commands (the gap the compensator exists to close), so a
-result reads "real-arm-vs-sim RMSE without → with compensation", per joint.
+it, and the plant gets that as its new goal once the bus is free. The bus is the driver's
+(:class:`DriverBus`): a read cycle at up to 100 Hz that takes the profile's adapter latency (and jitter)
+on top of the wire time, so on a slow bus the positions arrive late and less often and a goal may wait for
+the read in progress, as through ROS. The reference is what the MuJoCo replay sim does with the policy's
+commands (the gap the compensator exists to close), so a result reads "real-arm-vs-sim RMSE without → with compensation", per joint.
 
 Used by ``so101 train-compensator`` (the shipped default model) and by the tests; the demo runs the
 same comparison through ROS on the virtual arm.
@@ -120,11 +120,10 @@ def reference(motion: JointTrajectory) -> np.ndarray:
 
 def closed_loop(profile: GapProfile | str, motion: JointTrajectory, model: GapModel | None = None,
                 feedback_gain: float | None = None, seed: int = 0,
-                compensator: Compensator | None = None,
-                safety: SafetyConfig | None = None) -> tuple[np.ndarray, np.ndarray]:
+                compensator: Compensator | None = None) -> tuple[np.ndarray, np.ndarray]:
     """``(reported positions, sent commands)`` (N, J) of the virtual arm playing ``motion``; a sent command
-    is what the policy or the compensator sent, the arm gets it through the safety filter with ``safety``
-    (default: :func:`deployment_safety`).
+    is what the policy or the compensator sent, the arm gets it through the safety filter
+    (:func:`deployment_safety`).
 
     The reported position of a frame is the newest one the driver has delivered by then (:class:`DriverBus`,
     ``seed`` its phase and jitter). With ``model`` (or a ready ``compensator``) the compensator core sits in the
@@ -146,7 +145,7 @@ def closed_loop(profile: GapProfile | str, motion: JointTrajectory, model: GapMo
     newest, newest_stamp = plant.read(0.0), 0.0  # at rest at the first command's pose
     pending: list[tuple[float, np.ndarray]] = []  # (delivery time, position) of reads under way
     # stepped on each command as it arrives, as the node forwards a command stream at the policy's rate
-    bounds = SafetyFilter(safety or deployment_safety())
+    bounds = SafetyFilter(deployment_safety())
     bounds.on_measured(JOINT_NAMES, newest.tolist(), stamp=0.0)
     for k in range(count):
         now = float(motion.time[k]) - start

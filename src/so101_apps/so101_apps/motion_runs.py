@@ -16,7 +16,7 @@ import numpy as np
 from so101_bringup.children import raise_for_child, run_child
 from so101_common.joints import JOINT_NAMES, SHORT_NAMES
 from so101_common.paired_dataset import FaultSpan
-from so101_common.servo_faults import format_fault
+from so101_common.servo_faults import REMEDIES, ServoFaultKind, format_fault
 from so101_common.waiting import wait_for
 from so101_driver.health import CYCLE_CAPACITY_KEY
 
@@ -50,8 +50,10 @@ class ServoFaultStop(RuntimeError):
         self.motion, self.spans, self.recorded = motion, list(spans), dict(recorded)
         faults = "; ".join(format_fault(span) for span in spans)
         kept = ", ".join(str(r.bag) for r in recorded.values()) or "nothing"
+        kinds = dict.fromkeys(span.fault for span in spans)
+        todo = "; ".join(f"{kind}: {REMEDIES[ServoFaultKind(kind)]}" for kind in kinds if kind in REMEDIES)
         super().__init__(f"servo fault during {motion} (s from its start): {faults}; motion stopped, "
-                         f"arm held where it was; recordings kept: {kept}")
+                         f"arm held where it was; recordings kept: {kept}" + (f". What to do: {todo}" if todo else ""))
 
 
 def start_virtual_arm(profile: str, folder: Path) -> tuple[subprocess.Popen[bytes], Path, Path]:

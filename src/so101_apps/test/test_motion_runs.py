@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from so101_apps.motion_runs import BusFigures, rate_line, table_header, table_row
+from so101_apps.motion_runs import BusFigures, ServoFaultStop, rate_line, table_header, table_row
+from so101_common.paired_dataset import FaultSpan
 
 
 def _bus_entry(achieved: float, capacity: float, retries: float = 0.0, timeouts: float = 0.0) -> dict[str, str]:
@@ -52,3 +53,12 @@ def test_table_row_lines_up_with_its_header() -> None:
     row = table_row(1.0, [0.1] * 6, [0.15] * 6)
     assert row.index("|") == table_header().index("|")
     assert "+0.100 (+0.050)" in row
+
+
+def test_a_servo_fault_stop_says_what_to_do_about_each_kind_once() -> None:
+    spans = [FaultSpan(joint="shoulder_lift", fault="overheat", start=10.9), FaultSpan(joint="elbow_flex", fault="overheat", start=11.2),
+             FaultSpan(joint="gripper", fault="overload", start=3.0)]
+    text = str(ServoFaultStop("excitation-3", spans, {}))
+    assert text.startswith("servo fault during excitation-3 (s from its start): shoulder_lift: overheat from 10.90 s")
+    assert text.count("let the servos cool") == 1 and "--excitation 2" in text
+    assert "the joint is blocked or carries too much" in text

@@ -101,6 +101,7 @@ def test_a_servo_fault_stops_run_motion_keeps_the_recording_and_exits_non_zero(t
                     "--print-period", "1", "--out", str(out))
     assert result.returncode == 1, result.stdout[-3000:] + result.stderr[-3000:]
     assert "servo fault during wave" in result.stderr and ": overload from " in result.stderr
+    assert "What to do: overload: the joint is blocked or carries too much" in result.stderr
     assert "FAULT " in result.stdout and "stopping the motion" in result.stdout
     (bag,) = [p for p in (out / "bags").iterdir() if p.is_dir()]
     episode = load_episode(bag)

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from so101_common.paired_dataset import FaultSpan
 
 __all__ = ["FAULTS_KEY", "JOINT_KEY", "SERVO_TELEMETRY", "ServoFaultKind", "ServoFault", "read_servo_fault", "read_servo_faults", "FaultSpanTracker",
-           "format_fault"]
+           "format_fault", "REMEDIES"]
 
 JOINT_KEY = "joint"  # DiagnosticStatus value: the joint the status is about
 FAULTS_KEY = "faults"  # DiagnosticStatus value: the fault kinds now present, comma-separated
@@ -42,6 +42,18 @@ class ServoFaultKind(enum.StrEnum):
     OVERCURRENT = "overcurrent"
     ANGLE_SENSOR = "angle_sensor"
     LOST = "lost"  # no reply for so many cycles that the driver took it out of the control cycle
+
+
+# What a user does about each fault, said where the fault is reported.
+REMEDIES = {
+    ServoFaultKind.OVERLOAD: "the joint is blocked or carries too much: clear its way or lighten the load",
+    ServoFaultKind.OVERHEAT: "let the servos cool for a few minutes (torque off), then play less in one go (shorter "
+                             "or fewer motions; so101 demo: --excitation 2, --excitation-seconds 20)",
+    ServoFaultKind.VOLTAGE: "check the supply: 12 V for a 12 V arm, rated for the arm's current, its cable seated",
+    ServoFaultKind.OVERCURRENT: "the joint is blocked or driven hard: clear its way, then run again",
+    ServoFaultKind.ANGLE_SENSOR: "the servo's encoder reports an error: power-cycle the arm; if it stays, replace the servo",
+    ServoFaultKind.LOST: "check the bus cable and the servo's ID (so101 scan)",
+}
 
 
 @dataclass(frozen=True)

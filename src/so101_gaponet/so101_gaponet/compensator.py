@@ -80,10 +80,12 @@ class DeltaGuard:
     estimate without it is judged: how far it exceeds ``1 + margin`` adds to the evidence against the joint's Δ
     (a cumulative sum of log ratios, floored at 0, so a single noisy window does not decide); once the evidence
     reaches ``evidence`` the joint's scale is multiplied by ``shrink`` (below 0.1: zero) and the event is
-    counted. A shrunk scale comes back the same way: evidence for Δ (how far window ratios fall below ``1 − margin``)
-adds up, floored at 0, and once it reaches ``evidence`` the scale doubles, up to 1 (one window that seems to
-favour Δ does not undo a shrink: on an arm behind a safety filter that bounds the goals' speed and
-acceleration the first-order estimate is off in single windows, either way).
+    counted. A shrunk scale comes back the same way: evidence for Δ (how far window ratios fall below
+    ``1 − margin``) adds up, floored at 0, and once it reaches ``evidence`` the scale doubles, up to 1 (one window
+    that seems to favour Δ does not undo a shrink: on an arm behind a safety filter that bounds the goals' speed
+    and acceleration the first-order estimate is off in single windows, either way). Told the goals the arm got
+    (:meth:`reached`), the estimate follows the Δ that reached the servos: the goal less the policy's command,
+    which is Δ as the filter let it through while the policy's own command is within the filter's bounds.
     The core multiplies the joint's Δ by the scale before its slew limit (no jump) and holds the joint's
     integral correction while the scale is below 1.
     """

@@ -1,6 +1,6 @@
 """What a motion's supervisor knows of the arm, without ROS: latest measured and commanded positions, whether
 the arm has come to rest at its command, how many joint states arrived, the driver's cycle rate as it reports
-it, and the servo faults reported since the motion started (``so101_apps.session.DeployMonitor`` feeds it from its subscriptions)."""
+it, the servos' temperatures, and the servo faults reported since the motion started (``so101_apps.session.DeployMonitor`` feeds it from its subscriptions)."""
 
 from __future__ import annotations
 
@@ -30,6 +30,7 @@ class ArmWatch:
         self.driver_rate_hz: float | None = None  # the driver's configured cycle rate, from its bus diagnostics
         self.bus_entries: list[dict[str, str]] = []  # the driver's bus diagnostics (key/values) since mark()
         self.twin_seen: float | None = None  # when the live gap twin last published its state (None: not yet)
+        self.temperatures = np.full(len(JOINT_NAMES), np.nan)  # °C, each servo's latest report (NaN: none yet)
         self._origin = now
         self._history: deque[tuple[float, np.ndarray]] = deque()  # (time, measured) of the last HISTORY_S
         self._expected: np.ndarray | None = None  # a pose to be commanded before the arm can be at rest at it
@@ -61,6 +62,10 @@ class ArmWatch:
         if self._expected is not None and np.allclose(self.commanded[known], self._expected[known], rtol=0.0, atol=1e-9):
             self._expected = None
             self._history.clear()  # the rest test counts from the new command
+
+    def on_temperature(self, joint: str, celsius: float) -> None:
+        if joint in JOINT_NAMES:
+            self.temperatures[JOINT_NAMES.index(joint)] = celsius
 
     def on_twin(self, now: float) -> None:
         self.twin_seen = now

@@ -11,7 +11,8 @@ By default the demo closes the loop on motions the compensator never saw: the ev
 compensation (the baseline), then excitation episodes (``excitation-<seed>``), each paired with a MuJoCo
 replay as it ends, with a GapONet compensator trained on the episodes so far, until the next episode's
 validation says more excitation no longer helps (``so101_gaponet.refine``; at most ``--excitation`` episodes,
-a progress line per episode says why it stopped) → the evaluation motions again, compensated → before/after
+and none once one more episode and the evaluation motions would heat a servo to its overheat protection; a
+progress line per episode says why it stopped) → the evaluation motions again, compensated → before/after
 comparison on the evaluation motions (``comparison/comparison.json``, HTML + PNG, and a printed per-joint
 table). ``--single`` runs one motion once (with the shipped model unless
 ``--no-compensation``).
@@ -30,6 +31,8 @@ from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 
+import numpy as np
+
 from so101_apps import ros_environment
 from so101_apps.motion_runs import MotionSpec, RecordedMotion
 from so101_apps.session import run_session
@@ -38,13 +41,17 @@ from so101_bringup.share import config_dir
 from so101_common import topics
 from so101_common.joints import JOINT_NAMES, SHORT_NAMES
 from so101_common.paired_dataset import PairedDataset
+from so101_feetech.control_table import Register
 from so101_gaponet.refine import RefineSettings
 from so101_policy.motions import EXCITATION_PREFIX
+from so101_virtual.servo_memory import FACTORY_DEFAULTS
 
 __all__ = ["add_arguments", "run"]
 
 DEFAULT_EVAL_MOTIONS = ("multisine", "chirp_sweep")  # config/motions/<name>.txt: real SAGE motions
 COLLECTION = RefineSettings(max_episodes=4)  # the demo's excitation: 2 to 4 episodes of 30 s (≤ 5 min in all)
+# °C: an STS3215's overheat protection (Max_Temperature_Limit as shipped; LeRobot's servo settings keep it)
+OVERHEAT_C = float(FACTORY_DEFAULTS[Register.Max_Temperature_Limit])
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -103,6 +110,28 @@ def _analyse(bags: dict[str, Path], out: Path) -> dict:
     return summary
 
 
+def _heating(recorded: RecordedMotion) -> np.ndarray:
+    """°C each servo warmed while ``recorded`` played (0 where it cooled or did not report)."""
+    if not recorded.temperature_start or not recorded.temperature_end:
+        return np.zeros(len(JOINT_NAMES))
+    rise = np.asarray(recorded.temperature_end, dtype=float) - np.asarray(recorded.temperature_start, dtype=float)
+    return np.clip(np.nan_to_num(rise), 0.0, None)
+
+
+def thermal_halt(temperatures: np.ndarray, episode_heating: np.ndarray, evaluation_heating: np.ndarray,
+                 limit_c: float = OVERHEAT_C) -> str:
+    """Why collection must stop here ('' if it need not): a servo that one more episode like the last, then the
+    evaluation motions played again, would take to its overheat protection (a heavy payload's shoulder_lift
+    warms by 7–10 °C per 30 s episode). Stopping there leaves the evaluation its thermal budget."""
+    projected = np.nan_to_num(temperatures, nan=-np.inf) + episode_heating + evaluation_heating
+    if not (projected >= limit_c).any():
+        return ""
+    j = int(np.argmax(projected))
+    return (f"the servos' heat: {JOINT_NAMES[j]} at {temperatures[j]:.0f} °C, one more episode "
+            f"(+{episode_heating[j]:.0f} °C) and the evaluation motions (+{evaluation_heating[j]:.0f} °C) would reach "
+            f"its {limit_c:.0f} °C overheat protection")
+
+
 class _Collector:
     """After each excitation episode: pair it, train on the episodes so far, say whether to collect more."""
 
@@ -113,15 +142,19 @@ class _Collector:
         self.refinement = Refinement(ArmTrainer(TrainConfig(epochs=epochs, progress=False)), settings)
         self.names, self.out = names, out
         self.datasets: dict[str, PairedDataset] = {}  # each excitation episode, paired as it ended
+        self.evaluation_heating = np.zeros(len(JOINT_NAMES))  # °C the evaluation motions heated each servo
 
     def __call__(self, name: str, recorded: RecordedMotion) -> bool:
-        if name not in self.names:
+        heating = _heating(recorded)
+        if name not in self.names:  # an evaluation motion: it will be played once more, compensated
+            self.evaluation_heating += heating
             return True
         if not self.datasets:
             print(f"\n   training on the excitation episodes as they come, until the next one's validation stops "
                   f"improving (at most {self.refinement.settings.max_episodes}; the evaluation motions are not in them)")
         self.datasets[name] = _pair({name: recorded.bag}, self.out / name)
-        step = self.refinement.add(self.datasets[name])
+        halt = thermal_halt(np.asarray(recorded.temperature_end, dtype=float), heating, self.evaluation_heating)
+        step = self.refinement.add(self.datasets[name], halt)
         print(step.line(name), flush=True)
         return not self.refinement.done
 

@@ -41,6 +41,9 @@ class RecordedMotion:
     stop: float  # ... when it ended or was stopped
     state_rate_hz: float  # joint states received per second while it played (the chain's health)
     faults: tuple[FaultSpan, ...] = ()  # s since the motion started
+    # °C per joint (JOINT_NAMES order; NaN: not reported) as the servos last reported at the start and at the end
+    temperature_start: tuple[float, ...] = ()
+    temperature_end: tuple[float, ...] = ()
 
 
 class ServoFaultStop(RuntimeError):

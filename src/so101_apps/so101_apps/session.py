@@ -42,7 +42,7 @@ from so101_apps.motion_runs import (
 from so101_bringup.composition import ComposedGraph
 from so101_bringup.node_specs import GraphOptions, deploy_graph
 from so101_common import topics
-from so101_common.servo_faults import format_fault, read_servo_faults
+from so101_common.servo_faults import JOINT_KEY, SERVO_TELEMETRY, format_fault, read_servo_faults
 from so101_common.waiting import wait_for
 from so101_policy.motion_player_node import MotionPlayerNode
 from so101_policy.motions import load_motion, sample
@@ -57,6 +57,7 @@ WEB_VIEW = "web_view"  # the live web view (deploy graph, web:=true)
 MOTION_PLAYER = "motion_player"
 RECORDER = "recorder"
 DRIVER_RATE_KEY = "configured_rate_hz"  # in the driver's bus entry on /diagnostics (so101_driver.health)
+TEMPERATURE_KEY = SERVO_TELEMETRY["temperature"][0]  # in each servo's entry on /diagnostics
 
 
 class DeployMonitor:
@@ -88,6 +89,8 @@ class DeployMonitor:
         for values, _message in reports:
             if DRIVER_RATE_KEY in values:  # the driver's bus entry
                 self.watch.on_bus(values, float(values[DRIVER_RATE_KEY]))
+            if JOINT_KEY in values and TEMPERATURE_KEY in values:  # a servo that answers
+                self.watch.on_temperature(values[JOINT_KEY], float(values[TEMPERATURE_KEY]))
 
 
 def run_session(label: str, opts: GraphOptions, motions: Sequence[MotionSpec], print_period: float,
@@ -172,6 +175,7 @@ def _record_motion(name: str, duration: float, player: MotionPlayerNode, monitor
     watch.mark(monitor.now())
     player.restart()
     started = monitor.now()  # the player's clock: the node's
+    warm = tuple(watch.temperatures.tolist())
     print(f"\n   {name} ({duration:.1f} s)")
     print(table_header())
     start = time.monotonic()
@@ -195,4 +199,4 @@ def _record_motion(name: str, duration: float, player: MotionPlayerNode, monitor
     graph.raise_for_children()  # the episode is kept; the driver's own error ends the session
     print(rate_line(str(bag), state_rate_hz, watch.driver_rate_hz or float("nan"), BusFigures.of(watch.bus_entries),
                     os.getloadavg()[0], os.cpu_count()))
-    return RecordedMotion(bag, started, stopped, state_rate_hz, tuple(faults))
+    return RecordedMotion(bag, started, stopped, state_rate_hz, tuple(faults), warm, tuple(watch.temperatures.tolist()))

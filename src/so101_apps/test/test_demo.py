@@ -75,3 +75,20 @@ def test_demo_loop_collects_excitation_until_enough_and_judges_on_a_motion_it_ne
     # the compensator cuts the gap of the joints wave moves most, through ROS (Δ = 0 would leave it)
     for joint in ("shoulder_lift", "elbow_flex", "wrist_flex"):
         assert rmse["after"][joint] < 0.7 * rmse["before"][joint], (joint, rmse)
+
+
+def test_collection_stops_before_one_more_episode_and_the_evaluation_would_overheat_a_servo() -> None:
+    """heavy_payload's shoulder_lift as measured in make demo: 50 °C after its first excitation episode (+8 °C),
+    the two evaluation motions +17 °C: one more episode and the evaluation would reach 75 °C, past the STS3215's
+    70 °C protection. A cool arm (default: 28 °C, +1 °C per episode) goes on."""
+    from so101_apps.demo import OVERHEAT_C, thermal_halt
+
+    assert OVERHEAT_C == 70.0
+    hot = np.array([30.0, 50.0, 47.0, 25.0, 25.0, 26.0])
+    heating = np.array([0.0, 8.0, 7.0, 0.0, 0.0, 0.0])
+    evaluation = np.array([0.0, 17.0, 14.0, 0.0, 0.0, 0.0])
+    reason = thermal_halt(hot, heating, evaluation)
+    assert reason.startswith("the servos' heat: shoulder_lift at 50 °C") and "70 °C overheat protection" in reason
+    cool = np.array([26.0, 28.0, 29.0, 25.0, 25.0, 26.0])
+    assert thermal_halt(cool, np.ones(6), np.full(6, 2.0)) == ""
+    assert thermal_halt(np.full(6, np.nan), heating, evaluation) == ""  # no temperature reported: nothing to judge

@@ -195,8 +195,10 @@ class Refinement:
         """The newest model (the start model, or None, before the first episode)."""
         return self._models[-1] if self._models else None
 
-    def add(self, episode: PairedDataset) -> RefineStep:
-        """Judge the models so far on ``episode``, keep it, train the next model; the step says whether to go on."""
+    def add(self, episode: PairedDataset, halt: str = "") -> RefineStep:
+        """Judge the models so far on ``episode``, keep it, train the next model; the step says whether to go on.
+        ``halt``: a reason from outside to stop after this episode (the arm cannot take more), which stops it
+        even below ``min_episodes`` when the rule itself would go on."""
         if self.done:
             raise RuntimeError("refinement already stopped: " + self.steps[-1].stop)
         loss = self.trainer.loss(self._models[-1], episode) if self._models else None
@@ -211,6 +213,8 @@ class Refinement:
                     f"{self.settings.tolerance:.0%}")
         elif count >= self.settings.max_episodes:
             stop = f"the cap of {self.settings.max_episodes} episodes"
+        elif halt:
+            stop = halt
         self._models.append(self.trainer.train(self._episodes))
         step = replace(step, stop=stop)
         self.steps.append(step)

@@ -94,3 +94,15 @@ def test_an_arm_s_own_model_is_judged_from_the_second_model_on_and_trained_on_ev
     assert refinement.done and third.stop.startswith("enough")
     assert refinement.model is not None
     assert refinement.model.metadata.provenance["datasets"] == [e.name for d in arms["default"] for e in d.episodes]
+
+
+def test_a_halt_from_outside_stops_collection_after_that_episode_even_below_the_minimum(arms) -> None:
+    """The arm cannot take more (its servos' heat): the episode is kept and trained on, and the step says why."""
+    from so101_gaponet.refine import ArmTrainer
+    from so101_gaponet.train import TrainConfig
+
+    refinement = Refinement(ArmTrainer(TrainConfig(epochs=2, progress=False)), RefineSettings(max_episodes=4))
+    step = refinement.add(arms["default"][0], halt="the servos' heat")
+    assert refinement.done and step.stop == "the servos' heat" and step.line("excitation-0").endswith("; the servos' heat")
+    assert refinement.model is not None
+    assert refinement.model.metadata.provenance["datasets"] == [e.name for e in arms["default"][0].episodes]

@@ -1,18 +1,22 @@
 """What a motion's supervisor knows of the arm, without ROS: latest measured and commanded positions, whether
 the arm has come to rest at its command, how many joint states arrived, the driver's cycle rate as it reports
-it, the servos' temperatures, and the servo faults reported since the motion started (``so101_apps.session.DeployMonitor`` feeds it from its subscriptions)."""
+it, the servos' temperatures, the servo faults reported since the motion started, and what a recording still
+waits for (``so101_apps.session.DeployMonitor`` feeds it from its subscriptions)."""
 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 import numpy as np
 
 from so101_common.joints import JOINT_NAMES
-from so101_common.servo_faults import FaultSpanTracker, ServoFault
+from so101_common.servo_faults import JOINT_KEY, SERVO_TELEMETRY, FaultSpanTracker, ServoFault, read_servo_faults
 
 __all__ = ["ArmWatch"]
+
+DRIVER_RATE_KEY = "configured_rate_hz"  # in the driver's bus entry on /diagnostics (so101_driver.health)
+TEMPERATURE_KEY = SERVO_TELEMETRY["temperature"][0]  # in each answering servo's entry on /diagnostics
 
 
 class ArmWatch:
@@ -63,10 +67,6 @@ class ArmWatch:
             self._expected = None
             self._history.clear()  # the rest test counts from the new command
 
-    def on_temperature(self, joint: str, celsius: float) -> None:
-        if joint in JOINT_NAMES:
-            self.temperatures[JOINT_NAMES.index(joint)] = celsius
-
     def on_twin(self, now: float) -> None:
         self.twin_seen = now
 
@@ -74,15 +74,32 @@ class ArmWatch:
         """Whether the live gap twin published its state in the last ``within_s``."""
         return self.twin_seen is not None and now - self.twin_seen <= within_s
 
-    def on_bus(self, values: dict[str, str], configured_hz: float) -> None:
-        """The driver's bus entry on ``/diagnostics``: its configured cycle rate and what it measured of its bus
-        (achieved rate, cycle capacity, retries and timeouts)."""
-        self.driver_rate_hz = configured_hz
-        self.bus_entries.append(values)
+    def on_diagnostics(self, reports: Sequence[tuple[Mapping[str, str], str]], now: float) -> None:
+        """One ``/diagnostics`` array as (key/values, message) per status: the servo faults, the driver's bus
+        entry (its configured cycle rate and what it measured of its bus: achieved rate, cycle capacity, retries
+        and timeouts) and each answering servo's temperature."""
+        self.on_faults(read_servo_faults(reports), now)
+        for values, _message in reports:
+            if DRIVER_RATE_KEY in values:
+                self.driver_rate_hz = float(values[DRIVER_RATE_KEY])
+                self.bus_entries.append(dict(values))
+            joint = values.get(JOINT_KEY)
+            if joint in JOINT_NAMES and TEMPERATURE_KEY in values:
+                self.temperatures[JOINT_NAMES.index(joint)] = float(values[TEMPERATURE_KEY])
 
     def on_faults(self, faults: list[ServoFault], now: float) -> None:
         if faults:
             self.faults.observe(now - self._origin, faults)
+
+    def recording_waits(self, now: float, unsubscribed: Collection[str], twin: bool) -> list[str]:
+        """What an episode still waits for before it starts, in words (none: ready): the arm at rest at its
+        command, the recorder's subscriptions (``unsubscribed``: topics it has not subscribed to yet), the
+        driver's first report and, with ``twin``, the live gap twin's state."""
+        waits = [self.waiting_for(now),
+                 f"the recorder to subscribe to {sorted(unsubscribed)}" if unsubscribed else None,
+                 "the driver's first report on /diagnostics" if self.driver_rate_hz is None else None,
+                 "the live gap twin's state" if twin and not self.twin_live(now) else None]
+        return [wait for wait in waits if wait]
 
     def settled(self, now: float, tolerance: float = 0.25, hold_s: float = 0.3) -> bool:
         """Whether the arm rests at its command (:meth:`waiting_for` has nothing to wait for)."""

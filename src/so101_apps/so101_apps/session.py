@@ -42,7 +42,7 @@ from so101_apps.motion_runs import (
 from so101_bringup.composition import ComposedGraph
 from so101_bringup.node_specs import GraphOptions, deploy_graph
 from so101_common import topics
-from so101_common.servo_faults import JOINT_KEY, SERVO_TELEMETRY, format_fault, read_servo_faults
+from so101_common.servo_faults import format_fault
 from so101_common.waiting import wait_for
 from so101_policy.motion_player_node import MotionPlayerNode
 from so101_policy.motions import load_motion, sample
@@ -56,8 +56,6 @@ TWIN = "twin"  # the live gap twin (deploy graph, twin:=true)
 WEB_VIEW = "web_view"  # the live web view (deploy graph, web:=true)
 MOTION_PLAYER = "motion_player"
 RECORDER = "recorder"
-DRIVER_RATE_KEY = "configured_rate_hz"  # in the driver's bus entry on /diagnostics (so101_driver.health)
-TEMPERATURE_KEY = SERVO_TELEMETRY["temperature"][0]  # in each servo's entry on /diagnostics
 
 
 class DeployMonitor:
@@ -84,13 +82,7 @@ class DeployMonitor:
         self.watch.on_command(msg.name, msg.position)
 
     def _on_diagnostics(self, msg: DiagnosticArray) -> None:
-        reports = status_entries(msg)
-        self.watch.on_faults(read_servo_faults(reports), self.now())
-        for values, _message in reports:
-            if DRIVER_RATE_KEY in values:  # the driver's bus entry
-                self.watch.on_bus(values, float(values[DRIVER_RATE_KEY]))
-            if JOINT_KEY in values and TEMPERATURE_KEY in values:  # a servo that answers
-                self.watch.on_temperature(values[JOINT_KEY], float(values[TEMPERATURE_KEY]))
+        self.watch.on_diagnostics(status_entries(msg), self.now())
 
 
 def run_session(label: str, opts: GraphOptions, motions: Sequence[MotionSpec], print_period: float,
@@ -156,20 +148,15 @@ def _record_motion(name: str, duration: float, player: MotionPlayerNode, monitor
     twin = recorder.resolve_topic_name(topics.TWIN_STATES) in recorded_topics
     watch = monitor.watch
 
+    def waits() -> list[str]:
+        return watch.recording_waits(monitor.now(), recorded_topics - set(recorder.subscribed), twin)
+
     def ready() -> bool:
         graph.raise_for_children()  # a driver that could not start says why, at once
-        return (watch.settled(monitor.now()) and recorded_topics <= set(recorder.subscribed)
-                and watch.driver_rate_hz is not None and (not twin or watch.twin_live(monitor.now()))
-                ) or watch.faults.active
+        return watch.faults.active or not waits()
 
     if not wait_for(ready, timeout=60.0):
-        waiting = [reason for reason in (
-            watch.waiting_for(monitor.now()),
-            f"the recorder to subscribe to {sorted(recorded_topics - set(recorder.subscribed))}"
-            if not recorded_topics <= set(recorder.subscribed) else None,
-            "the driver's first report on /diagnostics" if watch.driver_rate_hz is None else None,
-            "the live gap twin's state" if twin and not watch.twin_live(monitor.now()) else None) if reason]
-        raise RuntimeError(f"not ready to record {name} after 60 s: waiting for {'; '.join(waiting)} "
+        raise RuntimeError(f"not ready to record {name} after 60 s: waiting for {'; '.join(waits())} "
                            f"(arm at {np.round(watch.measured, 3).tolist()} rad for {np.round(watch.commanded, 3).tolist()})")
     recorder.start_episode(task=name)
     watch.mark(monitor.now())

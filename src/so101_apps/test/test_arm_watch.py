@@ -109,3 +109,19 @@ def test_a_new_motion_waits_for_its_start_pose_to_be_commanded_and_held() -> Non
     for k in range(5):
         watch.on_state(JOINT_NAMES, POSE, now=1.5 + 0.1 * k)
     assert watch.settled(now=1.9)
+
+
+def test_a_diagnostics_array_gives_the_driver_s_rate_the_servo_temperatures_and_what_recording_waits_for() -> None:
+    watch = ArmWatch(now=0.0)
+    watch.on_command(JOINT_NAMES, POSE)
+    for k in range(5):
+        watch.on_state(JOINT_NAMES, POSE, now=0.1 * k)
+    assert watch.recording_waits(0.4, {"/joint_command"}, twin=True) == [
+        "the recorder to subscribe to ['/joint_command']", "the driver's first report on /diagnostics",
+        "the live gap twin's state"]
+    watch.on_diagnostics([({"configured_rate_hz": "100.0", "achieved_rate_hz": "99.8"}, "bus ok"),
+                          ({"joint": "shoulder_lift", "temperature_c": "41"}, "ok"),
+                          ({"joint": "gripper", "fault": "no reply"}, "no data")], now=0.4)
+    assert watch.driver_rate_hz == 100.0 and watch.bus_entries[-1]["achieved_rate_hz"] == "99.8"
+    assert watch.temperatures[JOINT_NAMES.index("shoulder_lift")] == 41.0 and np.isnan(watch.temperatures[0])
+    assert watch.recording_waits(0.4, set(), twin=False) == []

@@ -149,7 +149,7 @@ def _record_motion(name: str, duration: float, player: MotionPlayerNode, monitor
     watch = monitor.watch
 
     def waits() -> list[str]:
-        return watch.recording_waits(monitor.now(), recorded_topics - set(recorder.subscribed), twin)
+        return watch.recording_waits(monitor.now(), recorded_topics - set(recorder.topics.subscribed), twin)
 
     def ready() -> bool:
         graph.raise_for_children()  # a driver that could not start says why, at once

@@ -127,10 +127,10 @@ def _raise_keyboard_interrupt(_signum: int, _frame: object) -> None:
 
 def _wait_for_topics(node, timeout: float) -> None:
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and len(node.subscribed) < len(node.wanted):
+    while time.monotonic() < deadline and node.topics.missing():
         time.sleep(0.05)
         node.discover()
-    missing = [t for t in node.wanted if t not in node.subscribed]
+    missing = node.topics.missing()
     if missing:
         print(f"so101 record: not (yet) published: {' '.join(missing)}; they are recorded if they appear", file=sys.stderr)
 

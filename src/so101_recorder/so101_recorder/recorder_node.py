@@ -1,8 +1,8 @@
 """``recorder`` node: raw subscriptions to the chosen topics, episodes on ``~/start``/``~/stop``/``~/toggle``.
 
 Topics are subscribed raw (no deserialisation) with the type each one advertises; topics that
-appear later are picked up by periodic rediscovery. QoS follows the publishers (reliable only if
-all of them are, transient-local likewise), as ``ros2 bag record`` does. State goes to ``/diagnostics``.
+appear later are picked up by periodic rediscovery. Which topics, and their QoS (following the publishers,
+as ``ros2 bag record`` does): :mod:`so101_recorder.topic_selection`. State goes to ``/diagnostics``.
 Servo faults the driver reports on ``/diagnostics`` go into the episode's metadata as spans
 (``so101_common.servo_faults``): a fault is not a gap, and pairing and training need to know where it was.
 """
@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import sys
 import threading
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
@@ -29,12 +30,12 @@ from so101_recorder.errors import RecorderError
 from so101_recorder.msgtypes import message_class
 from so101_recorder.parameters import DEFAULT_TOPICS, RecorderParameters
 from so101_recorder.recorder import Recorder, RecorderConfig
+from so101_recorder.topic_selection import TopicSelection, matching_qos
 from so101_ros.diagnostics import diagnostic_array, diagnostic_status, status_entries
 from so101_ros.node_params import declare_parameters
 from so101_ros.node_runner import run_node
 
 __all__ = ["DEFAULT_TOPICS", "RecorderNode", "main"]
-
 
 
 class RecorderNode(Node):
@@ -47,10 +48,8 @@ class RecorderNode(Node):
             calibration_file=get("calibration_file") or None, gap_profile=get("gap_profile") or None,
             notes=get("notes"), max_episode_s=get("max_episode_s") or None, flush_period_s=get("flush_period_s"),
             fsync=get("fsync")))
-        self.wanted = [self.resolve_topic_name(t) for t in get("topics") if t]
+        self.topics = TopicSelection([self.resolve_topic_name(t) for t in get("topics") if t])
         self.qos_depth = int(get("qos_depth"))
-        self.subscribed: dict[str, str] = {}  # topic -> type
-        self.refused: dict[str, str] = {}  # topic -> why it is not recorded
         self._discovery_lock = threading.Lock()  # discover() also runs from `so101 record`'s main thread
         self.add_on_set_parameters_callback(self._on_set_parameters)
         self.diagnostics = self.create_publisher(DiagnosticArray, topics.DIAGNOSTICS, 10)
@@ -80,27 +79,23 @@ class RecorderNode(Node):
             self._discover()
 
     def _discover(self) -> None:
-        advertised = dict(self.get_topic_names_and_types())
-        for topic in self.wanted:
-            if topic in self.subscribed or topic in self.refused or not advertised.get(topic):
-                continue
-            msgtype = advertised[topic][0]
+        for topic, msgtype in self.topics.to_subscribe(dict(self.get_topic_names_and_types())):
             try:
                 self.recorder.check_type(msgtype)
                 msg_class = message_class(msgtype)
             except RecorderError as err:
-                self.refused[topic] = f"{msgtype}: {err}"
-                self.get_logger().error(f"not recording {topic}: {self.refused[topic]}")
+                self.topics.refused[topic] = f"{msgtype}: {err}"
+                self.get_logger().error(f"not recording {topic}: {self.topics.refused[topic]}")
                 continue
             self.create_subscription(msg_class, topic, partial(self._on_message, topic, msgtype),
                                      self._qos(topic), raw=True)
-            self.subscribed[topic] = msgtype
+            self.topics.subscribed[topic] = msgtype
             self.get_logger().info(f"subscribed to {topic} [{msgtype}]")
 
     def _qos(self, topic: str) -> QoSProfile:
-        publishers = self.get_publishers_info_by_topic(topic)
-        reliable = bool(publishers) and all(p.qos_profile.reliability == ReliabilityPolicy.RELIABLE for p in publishers)
-        latched = bool(publishers) and all(p.qos_profile.durability == DurabilityPolicy.TRANSIENT_LOCAL for p in publishers)
+        reliable, latched = matching_qos([
+            (p.qos_profile.reliability == ReliabilityPolicy.RELIABLE, p.qos_profile.durability == DurabilityPolicy.TRANSIENT_LOCAL)
+            for p in self.get_publishers_info_by_topic(topic)])
         return QoSProfile(depth=self.qos_depth,
                           reliability=ReliabilityPolicy.RELIABLE if reliable else ReliabilityPolicy.BEST_EFFORT,
                           durability=DurabilityPolicy.TRANSIENT_LOCAL if latched else DurabilityPolicy.VOLATILE)
@@ -151,18 +146,10 @@ class RecorderNode(Node):
         return bag
 
     def _start(self, _request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
-        try:
-            response.success, response.message = True, str(self.start_episode())
-        except RecorderError as err:
-            response.success, response.message = False, str(err)
-        return response
+        return _answer(response, self.start_episode)
 
     def _stop(self, _request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
-        try:
-            response.success, response.message = True, str(self.stop_episode())
-        except RecorderError as err:
-            response.success, response.message = False, str(err)
-        return response
+        return _answer(response, self.stop_episode)
 
     def _toggle(self, _msg: Empty) -> None:
         with contextlib.suppress(RecorderError):  # logged where it was raised
@@ -183,8 +170,8 @@ class RecorderNode(Node):
     def publish_diagnostics(self) -> None:
         s = self.recorder.status()
         self.diagnostics.publish(diagnostic_array(self, diagnostic_status(
-            s.level(bool(self.refused)), f"{self.get_name()}: recorder", s.summary(), self.recorder.config.robot_id,
-            s.key_values(self.subscribed, self.refused))))
+            s.level(bool(self.topics.refused)), f"{self.get_name()}: recorder", s.summary(), self.recorder.config.robot_id,
+            s.key_values(self.topics.subscribed, self.topics.refused))))
 
     def destroy_node(self) -> None:
         try:
@@ -194,9 +181,17 @@ class RecorderNode(Node):
         super().destroy_node()
 
 
+def _answer(response: Trigger.Response, episode: Callable[[], Path]) -> Trigger.Response:
+    """A Trigger service's answer: the episode's bag folder, or why there is none."""
+    try:
+        response.success, response.message = True, str(episode())
+    except RecorderError as err:
+        response.success, response.message = False, str(err)
+    return response
+
+
 def main(args: list[str] | None = None) -> int:
     return run_node(RecorderNode, args, "recorder", fatal=(RecorderError,))
-
 
 
 if __name__ == "__main__":

@@ -139,7 +139,7 @@ def test_node_reads_the_shipped_config_and_takes_metadata_changes_live(tmp_path,
                         parameter_overrides=[Parameter("bag_root", value=str(tmp_path))])
     try:
         assert node.get_parameter("flush_period_s").value == 0.5
-        assert node.wanted[0] == "/joint_states" and "/leader/joint_states" in node.wanted
+        assert node.topics.wanted[0] == "/joint_states" and "/leader/joint_states" in node.topics.wanted
         results = node.set_parameters([Parameter("task", value="stack blocks"), Parameter("max_episode_s", value=30.0)])
         assert all(r.successful for r in results)
         assert node.recorder.config.task == "stack blocks" and node.recorder.config.max_episode_s == 30.0

@@ -110,14 +110,6 @@ def _analyse(bags: dict[str, Path], out: Path) -> dict:
     return summary
 
 
-def _heating(recorded: RecordedMotion) -> np.ndarray:
-    """°C each servo warmed while ``recorded`` played (0 where it cooled or did not report)."""
-    if not recorded.temperature_start or not recorded.temperature_end:
-        return np.zeros(len(JOINT_NAMES))
-    rise = np.asarray(recorded.temperature_end, dtype=float) - np.asarray(recorded.temperature_start, dtype=float)
-    return np.clip(np.nan_to_num(rise), 0.0, None)
-
-
 def thermal_halt(temperatures: np.ndarray, episode_heating: np.ndarray, evaluation_heating: np.ndarray,
                  limit_c: float = OVERHEAT_C) -> str:
     """Why collection must stop here ('' if it need not): a servo that one more episode like the last, then the
@@ -145,15 +137,14 @@ class _Collector:
         self.evaluation_heating = np.zeros(len(JOINT_NAMES))  # °C the evaluation motions heated each servo
 
     def __call__(self, name: str, recorded: RecordedMotion) -> bool:
-        heating = _heating(recorded)
         if name not in self.names:  # an evaluation motion: it will be played once more, compensated
-            self.evaluation_heating += heating
+            self.evaluation_heating += recorded.heating
             return True
         if not self.datasets:
             print(f"\n   training on the excitation episodes as they come, until the next one's validation stops "
                   f"improving (at most {self.refinement.settings.max_episodes}; the evaluation motions are not in them)")
         self.datasets[name] = _pair({name: recorded.bag}, self.out / name)
-        halt = thermal_halt(np.asarray(recorded.temperature_end, dtype=float), heating, self.evaluation_heating)
+        halt = thermal_halt(np.asarray(recorded.temperature_end), recorded.heating, self.evaluation_heating)
         step = self.refinement.add(self.datasets[name], halt)
         print(step.line(name), flush=True)
         return not self.refinement.done

@@ -4,6 +4,7 @@ them through the deploy graph; ``so101 demo`` and ``so101 run-motion`` read its 
 
 from __future__ import annotations
 
+import math
 import signal
 import subprocess
 import sys
@@ -42,8 +43,14 @@ class RecordedMotion:
     state_rate_hz: float  # joint states received per second while it played (the chain's health)
     faults: tuple[FaultSpan, ...] = ()  # s since the motion started
     # °C per joint (JOINT_NAMES order; NaN: not reported) as the servos last reported at the start and at the end
-    temperature_start: tuple[float, ...] = ()
-    temperature_end: tuple[float, ...] = ()
+    temperature_start: tuple[float, ...] = (math.nan,) * len(JOINT_NAMES)
+    temperature_end: tuple[float, ...] = (math.nan,) * len(JOINT_NAMES)
+
+    @property
+    def heating(self) -> np.ndarray:
+        """°C each servo warmed while the motion played (0 where it cooled or did not report)."""
+        rise = np.asarray(self.temperature_end, dtype=float) - np.asarray(self.temperature_start, dtype=float)
+        return np.clip(np.nan_to_num(rise), 0.0, None)
 
 
 class ServoFaultStop(RuntimeError):

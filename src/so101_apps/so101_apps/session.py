@@ -162,7 +162,7 @@ def _record_motion(name: str, duration: float, player: MotionPlayerNode, monitor
     watch.mark(monitor.now())
     player.restart()
     started = monitor.now()  # the player's clock: the node's
-    warm = tuple(watch.temperatures.tolist())
+    temperature_start = tuple(watch.temperatures.tolist())
     print(f"\n   {name} ({duration:.1f} s)")
     print(table_header())
     start = time.monotonic()
@@ -186,4 +186,5 @@ def _record_motion(name: str, duration: float, player: MotionPlayerNode, monitor
     graph.raise_for_children()  # the episode is kept; the driver's own error ends the session
     print(rate_line(str(bag), state_rate_hz, watch.driver_rate_hz or float("nan"), BusFigures.of(watch.bus_entries),
                     os.getloadavg()[0], os.cpu_count()))
-    return RecordedMotion(bag, started, stopped, state_rate_hz, tuple(faults), warm, tuple(watch.temperatures.tolist()))
+    return RecordedMotion(bag, started, stopped, state_rate_hz, tuple(faults), temperature_start,
+                          tuple(watch.temperatures.tolist()))

@@ -64,8 +64,19 @@ class SafetyConfig(StrictModel):
     max_acceleration: Number = Field(20.0, gt=0, description="rad/s², per-step bound on |Δvelocity| / dt")
     watchdog_timeout: Number = Field(0.5, gt=0, description="s without an accepted command (or a measured state) → hold")
     smoothing_cutoff_hz: Number = Field(0.0, ge=0, description="first-order low-pass on the target before rate limiting; 0 = off")
-    gripper_load_limit: Number = Field(0.6, ge=0, description="fraction of max effort above which the gripper stops closing; 0 = off")
-    gripper_load_hysteresis: Number = Field(0.1, ge=0, description="the limit is released below gripper_load_limit − this")
+    gripper_load_limit: Number = Field(
+        0.2, ge=0, description="fraction of max effort above which, held for gripper_load_hold, the gripper is grasping "
+        "(stops closing, eases to gripper_grasp_squeeze); below its servo's overload protection (LeRobot's gripper: "
+        "Overload_Torque 25 %, torque capped at 50 %); 0 = off")
+    gripper_load_hysteresis: Number = Field(
+        0.15, ge=0, description="a grasp is released below gripper_load_limit − this (an object held at "
+        "gripper_grasp_squeeze loads the gripper by about 0.13)")
+    gripper_load_hold: Number = Field(
+        0.5, ge=0, description="s the gripper load must stay above gripper_load_limit to count as a grasp: a free "
+        "gripper's load passes it for up to 0.31 s (measured), the servo's overload protection trips after 2 s")
+    gripper_grasp_squeeze: Number = Field(
+        0.03, ge=0, description="rad: while grasping, the gripper output lies at most this far closed of the measured "
+        "gripper (the squeeze that holds the object: about 13 % of max effort at P 16)")
     gripper_load_timeout: Number = Field(2.0, gt=0, description="s after which a load reading is too old to count")
     reseed_tolerance: Number = Field(
         0.35, ge=0, description="rad: how far the output may lie from a joint's measured position, beyond the lag of an "

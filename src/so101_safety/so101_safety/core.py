@@ -52,6 +52,10 @@ __all__ = ["RejectReason", "Verdict", "SafeCommand", "FilterStats", "SafetyFilte
 
 _NAN = float("nan")
 _BURST = 2  # outputs max_rate_hz lets through back to back (a jittery stream at the rate passes)
+# rad: how far a gripper loaded above its limit may move and still count as held by an object (fingers on an
+# object move less while the load builds; a free gripper under that load travels 0.25 rad or more in
+# gripper_load_hold, measured on SAGE's gripper_cycles on the virtual SO-101)
+GRASP_TRAVEL = 0.05
 
 
 @dataclass(frozen=True)
@@ -151,6 +155,9 @@ class SafetyFilter:
         self._holding = False
         self._commanded_in_hold = False  # a command arrived after the hold latched
         self._gripper_limited = False
+        # when the gripper's load went above the limit with the gripper still, and where the gripper was then
+        self._gripper_loaded_since: float | None = None
+        self._gripper_loaded_at = _NAN
         self._estop_reason: str | None = None
         self._estop_target: list[float] | None = None  # where the output brakes to (and stays) while e-stopped
         # output pacing: a token bucket refilled at max_rate_hz, one token per output
@@ -401,9 +408,13 @@ class SafetyFilter:
         """One bounded step of every joint toward ``target``."""
         assert self._y is not None
         if self._gripper_limited and self._gripper is not None:
-            g = self._gripper  # closing = decreasing angle: never aim below where the gripper is now
+            # grasping (closing = decreasing angle): aim no further closed than the squeeze below where the
+            # gripper is measured, so an output deep inside the object eases back and the load falls
+            g = self._gripper
+            measured = self._measured[g]
             target = list(target)
-            target[g] = max(target[g], self._y[g])
+            floor = measured - self.config.gripper_grasp_squeeze if math.isfinite(measured) else self._y[g]
+            target[g] = max(target[g], floor)
         ys, vs = [], []
         for lim, y_prev, v_prev, x in zip(self._limits, self._y, self._v, target, strict=True):
             if dt < MIN_DT:
@@ -451,9 +462,15 @@ class SafetyFilter:
         g = self._gripper
         load = self._load[g] if abs(now - self._load_time[g]) <= timeout else None
         if load is not None and load > limit:
-            self._gripper_limited = True
-        elif load is None or load < limit - self.config.gripper_load_hysteresis:
-            self._gripper_limited = False
+            position = self._measured[g]
+            if self._gripper_loaded_since is None or not abs(position - self._gripper_loaded_at) <= GRASP_TRAVEL:
+                self._gripper_loaded_since, self._gripper_loaded_at = now, position  # (re)starts: still from here
+            if now - self._gripper_loaded_since >= self.config.gripper_load_hold:
+                self._gripper_limited = True
+        else:
+            self._gripper_loaded_since = None
+            if load is None or load < limit - self.config.gripper_load_hysteresis:
+                self._gripper_limited = False
 
     def _command(self, now: float, target: list[float], command_stale: bool, measured_stale: bool,
                  restarted: tuple[str, ...]) -> SafeCommand:
@@ -473,7 +490,9 @@ class SafetyFilter:
             if clipped:
                 reasons.append(f"clipped to position limits: {', '.join(clipped)}")
             if self._gripper_limited:
-                reasons.append(f"gripper load above {self.config.gripper_load_limit:.2f}: not closing further")
+                reasons.append(f"gripper grasping (load above {self.config.gripper_load_limit:.2f} for "
+                               f"{self.config.gripper_load_hold:g} s, the gripper still): not closing further, squeeze "
+                               f"{self.config.gripper_grasp_squeeze:g} rad")
         if restarted:
             reasons.append(f"restarted at its leash around the measured position: {', '.join(restarted)}")
         return SafeCommand(

@@ -256,34 +256,61 @@ def test_estop_before_any_output_holds_the_clipped_measured_position():
 ARM = [0, 0, 0, 0, 0, 1.0]
 
 
-def _gripper_load(f: SafetyFilter, fraction: float, t: float) -> None:
-    """A joint state whose gripper effort (N·m, signed: closing pushes negative) is ``fraction`` of its max."""
+def _gripper_measured(f: SafetyFilter, gripper: float, fraction: float, t: float) -> None:
+    """A joint state: the arm where the filter sent it, the gripper at ``gripper`` with an effort (N·m, signed:
+    closing pushes negative) of ``fraction`` of its max."""
     effort = -fraction * f.config.limits[5].max_effort
-    arm = f.last.positions if f.last is not None else ARM  # the arm is where the filter sent it
+    arm = list(f.last.positions if f.last is not None else ARM)
+    arm[5] = gripper
     assert f.on_measured(JOINT_NAMES, arm, [], [0.0] * 5 + [effort], t)
 
 
-def test_gripper_stops_closing_above_the_load_limit_and_may_open():
-    f = make(SafetyConfig(gripper_load_limit=0.5, gripper_load_hysteresis=0.1), measured=ARM)
-    run(f, 0.0, 0.2, command=(["gripper"], [1.0]), measured=FOLLOW)
-    closing = run(f, 0.2, 0.2, command=(["gripper"], [-0.1]), measured=FOLLOW)
-    g_before = closing[-1].positions[5]
-    assert g_before < 1.0
-    _gripper_load(f, 0.8, 0.4)  # squeezing hard
-    squeezed = run(f, 0.4, 0.5, command=(["gripper"], [-0.1]), measured=FOLLOW)
-    assert squeezed[-1].gripper_limited
-    assert squeezed[0].velocities[5] == 0.0  # stops closing at once
-    assert all(c.positions[5] == g_before for c in squeezed)
-    opening = run(f, 0.9, 0.3, command=(["gripper"], [1.2]), measured=FOLLOW)
-    assert opening[-1].positions[5] > squeezed[-1].positions[5]  # opening is always allowed
-    _gripper_load(f, 0.45, 1.2)  # inside the hysteresis band: still limited
-    assert f.step(1.21).gripper_limited
-    _gripper_load(f, 0.3, 1.22)
-    assert not f.step(1.23).gripper_limited
+def test_a_grasp_stops_the_gripper_closing_eases_its_squeeze_and_may_open():
+    """Fingers on an object: the gripper stays where the object is while the output closes on past it and the
+    load climbs to the servo's torque cap. Once the load has stayed above the limit for the hold time with the
+    gripper still, the output stops closing, eases back to the squeeze below the gripper (the load falls under
+    the servo's overload protection, which trips after 2 s) and may open; the grasp is released below the limit
+    less the hysteresis."""
+    config = SafetyConfig()
+    f = make(config, measured=ARM)
+    run(f, 0.0, 0.2, command=(["gripper"], [0.6]), measured=FOLLOW)
+    t = 0.2
+    outputs = []
+    while t < 1.2:  # the object is at 0.6; the policy closes on to -0.1
+        t = round(t + DT, 6)
+        f.on_command(["gripper"], [-0.1], t)
+        _gripper_measured(f, 0.6, 0.5, t)
+        outputs.append(f.step(t))
+    loaded = [c for c in outputs if c.stamp < 0.2 + config.gripper_load_hold]
+    assert not any(c.gripper_limited for c in loaded) and loaded[-1].positions[5] < 0.6 - config.gripper_grasp_squeeze
+    grasping = [c for c in outputs if c.gripper_limited]
+    assert grasping and grasping[0].stamp <= 0.2 + config.gripper_load_hold + 2 * DT
+    assert grasping[-1].positions[5] == pytest.approx(0.6 - config.gripper_grasp_squeeze)
+    assert all(b.positions[5] >= a.positions[5] for a, b in zip(grasping, grasping[1:], strict=False))  # no closing
+    opening = run(f, t, 0.3, command=(["gripper"], [1.2]))
+    assert opening[-1].positions[5] > 0.6  # opening is always allowed
+    _gripper_measured(f, 0.6, 0.1, t + 0.31)  # an object held at the squeeze: still grasping
+    assert f.step(t + 0.32).gripper_limited
+    _gripper_measured(f, 0.6, 0.03, t + 0.33)
+    assert not f.step(t + 0.34).gripper_limited
+
+
+def test_a_free_gripper_under_the_same_load_is_no_grasp():
+    """A gripper closing freely and fast loads its servo as much as a grasp does (measured: above 0.2 for up
+    to 0.31 s); it is moving, so the filter lets it close."""
+    f = make(measured=ARM)
+    t = 0.0
+    for _ in range(60):  # 0.6 s at full load, the gripper where the output sends it (it closes in 0.4 s)
+        t = round(t + DT, 6)
+        f.on_command(["gripper"], [-0.1], t)
+        _gripper_measured(f, f.last.positions[5] if f.last is not None else 1.0, 0.5, t)
+        out = f.step(t)
+        assert not out.gripper_limited, t
+    assert out.positions[5] == pytest.approx(-0.1)  # where the policy sent it
 
 
 def test_gripper_load_from_measured_effort_and_staleness():
-    config = SafetyConfig(gripper_load_limit=0.5, gripper_load_timeout=0.5)
+    config = SafetyConfig(gripper_load_limit=0.5, gripper_load_timeout=0.5, gripper_load_hold=0.0)
     f = make(config)
     effort = 0.9 * config.limits[5].max_effort
     f.on_measured(JOINT_NAMES, ZERO, [], [0, 0, 0, 0, 0, -effort], 0.0)

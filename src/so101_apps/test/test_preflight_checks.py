@@ -9,10 +9,12 @@ import json
 import numpy as np
 import pytest
 
+from so101_apps.preflight.bus_checks import GripperProtection
 from so101_apps.preflight.chain_checks import (
     Interruption,
     Trace,
     judge_calibration,
+    judge_gripper_grasp,
     judge_interruption,
     judge_load,
     judge_safety_limits,
@@ -102,6 +104,16 @@ def test_limits_that_are_not_the_urdfs_fail() -> None:
     urdf["elbow_flex"] = type(urdf["elbow_flex"])("elbow_flex", -1.5, 1.5, 4.7, 2.94)  # the URDF of another arm
     result = judge_safety_limits(SafetyConfig(), urdf)
     assert result.status is Status.FAIL and result.joints == ("elbow_flex",) and "beyond the URDF's" in result.detail
+
+
+def test_the_filter_takes_a_grasp_before_the_gripper_servo_s_overload_protection_trips() -> None:
+    lerobot = GripperProtection(overload=0.25, after_s=2.0)  # Overload_Torque 25, Protection_Time 200
+    assert judge_gripper_grasp(SafetyConfig(), lerobot).status is Status.PASS
+    above = judge_gripper_grasp(SafetyConfig(gripper_load_limit=0.6), lerobot)  # the limit as it was
+    assert above.status is Status.FAIL and above.joints == ("gripper",) and "not below the servo's overload" in above.detail
+    late = judge_gripper_grasp(SafetyConfig(gripper_load_hold=1.5), lerobot)
+    assert late.status is Status.FAIL and "to ease before the protection trips" in late.detail
+    assert judge_gripper_grasp(SafetyConfig(), None).status is Status.SKIP
 
 
 def test_no_margin_warns() -> None:

@@ -14,9 +14,10 @@ from so101_testing import private_ros_env
 # what does not depend on the machine's load passes; the bus timing, the cycle rate and the calibration's noise may
 # warn on a loaded machine (the arm's physics then runs late), but never fail on a clean arm
 MUST_PASS = ("servos", "supply_voltage", "temperature", "servo_status", "safety_limits", "calibration.shoulder_lift",
-             "load", "estop", "watchdog", "firmware_settings")
+             "load", "estop", "watchdog", "firmware_settings", "gripper_grasp")
 CHECKS = ("servos", "supply_voltage", "temperature", "servo_status", "bus_round_trip", "safety_limits",
-          *(f"calibration.{n}" for n in JOINT_NAMES), "load", "cycle_rate", "estop", "watchdog", "firmware_settings")
+          *(f"calibration.{n}" for n in JOINT_NAMES), "load", "cycle_rate", "estop", "watchdog", "firmware_settings",
+          "gripper_grasp")
 
 
 def test_preflight_on_the_virtual_arm_passes_and_writes_its_report(tmp_path: Path) -> None:

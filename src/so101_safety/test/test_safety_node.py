@@ -188,7 +188,7 @@ def test_gripper_load_from_joint_state_effort_stops_closing(harness):
     node, proc = harness
     node.command = (["gripper"], [1.0])
     assert wait_for(lambda: (node.latest() or [0] * 6)[5] == pytest.approx(1.0, abs=1e-6), 5.0)
-    node.gripper_effort = -0.9 * joint("gripper").max_effort  # squeezing: 90 % of max torque, above the 0.6 limit
+    node.gripper_effort = -0.9 * joint("gripper").max_effort  # squeezing: 90 % of max torque, above the limit, the gripper still (a grasp)
     assert wait_for(lambda: node.status_values().get("gripper_load_limited") == "True", 3.0), proc.output()
     node.command = (["gripper"], [0.0])  # try to close further
     t0 = node.now() + 0.1

@@ -242,6 +242,26 @@ def check_round_trip(sample: BusSample, settings: DriverSettings) -> CheckResult
     return CheckResult("bus_round_trip", Status.PASS, measured, limit, "", (), values)
 
 
+@dataclass(frozen=True)
+class GripperProtection:
+    """The gripper servo's overload protection as read from it: it trips when the load stays above
+    ``overload`` (fraction of full torque; Overload_Torque) for ``after_s`` (Protection_Time)."""
+
+    overload: float
+    after_s: float
+
+
+def read_gripper_protection(bus: FeetechBus, calibration: Mapping[str, MotorCalibration],
+                            ids: Sequence[int]) -> GripperProtection | None:
+    """The gripper servo's Overload_Torque and Protection_Time (None: the gripper does not answer)."""
+    gripper = calibration.get(GRIPPER.name)
+    if gripper is None or gripper.id not in ids:
+        return None
+    overload = bus.read(Register.Overload_Torque, gripper.id, strict=False)
+    after = bus.read(Register.Protection_Time, gripper.id, strict=False)
+    return GripperProtection(overload / 100.0, after * 0.01)
+
+
 def expected_settings(name: str, calibration: MotorCalibration) -> list[tuple[Register, int]]:
     """What the driver configures on joint ``name``'s servo (LeRobot's settings) and what its calibration wrote
     there (Homing_Offset and the position limits, which ``lerobot-calibrate`` / ``so101 calibrate`` write)."""

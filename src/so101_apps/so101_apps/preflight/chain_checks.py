@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from so101_apps.preflight.bus_checks import GripperProtection
 from so101_apps.preflight.gravity import LOAD_SCALE_RANGE, REACH_RAD, SURE_SIGMA_RAD, JointEstimate, UrdfJoint
 from so101_apps.preflight.motion_plan import GRAVITY_JOINTS, Plan, Recording
 from so101_apps.preflight.report import CheckResult, Status, worst
@@ -19,7 +20,7 @@ from so101_driver.driver_core import DriverConfig
 from so101_safety.config import SafetyConfig
 
 __all__ = ["ZERO_FAIL_RAD", "ZERO_WARN_RAD", "REACH_RAD", "HOLD_TOLERANCE_RAD", "judge_calibration",
-           "judge_cycle_rate", "judge_load", "judge_safety_limits", "Trace", "Interruption", "judge_interruption",
+           "judge_cycle_rate", "judge_load", "judge_safety_limits", "judge_gripper_grasp", "Trace", "Interruption", "judge_interruption",
            "joint_bounds", "max_velocities"]
 
 ZERO_FAIL_RAD = 0.35  # a joint further than this (20°) from the URDF's zero fails (when 2σ still leave it beyond
@@ -243,6 +244,31 @@ class Trace:
     def state_at(self, t: float) -> np.ndarray | None:
         before = [q for s, q in self.states if s <= t]
         return before[-1] if before else None
+
+
+def judge_gripper_grasp(config: SafetyConfig, protection: GripperProtection | None) -> CheckResult:
+    """The safety filter takes a grasp (the gripper's load held above ``gripper_load_limit`` for
+    ``gripper_load_hold``) before the gripper servo's own overload protection trips and switches its torque off
+    (the object drops): its limit below the servo's Overload_Torque, its hold well inside Protection_Time."""
+    limit = "gripper_load_limit < the servo's Overload_Torque; gripper_load_hold < half its Protection_Time"
+    measured = f"grasp at load {config.gripper_load_limit:g} held {config.gripper_load_hold:g} s"
+    if protection is None:
+        return CheckResult.skipped("gripper_grasp", "not judged: the gripper servo's protection settings were not read")
+    values = {"gripper_load_limit": config.gripper_load_limit, "gripper_load_hold": config.gripper_load_hold,
+              "overload": protection.overload, "protection_s": protection.after_s}
+    measured += f"; the servo trips above {protection.overload:.0%} after {protection.after_s:g} s"
+    problems = []
+    if config.gripper_load_limit <= 0:
+        problems.append("the filter's grasp detection is off (gripper_load_limit 0)")
+    elif config.gripper_load_limit >= protection.overload:
+        problems.append(f"gripper_load_limit {config.gripper_load_limit:g} is not below the servo's overload "
+                        f"protection ({protection.overload:.0%}): a grasp trips it and its torque goes off")
+    if config.gripper_load_hold >= 0.5 * protection.after_s:
+        problems.append(f"gripper_load_hold {config.gripper_load_hold:g} s leaves the squeeze under "
+                        f"{0.5 * protection.after_s:g} s to ease before the protection trips")
+    if problems:
+        return CheckResult("gripper_grasp", Status.FAIL, measured, limit, "; ".join(problems), ("gripper",), values)
+    return CheckResult("gripper_grasp", Status.PASS, measured, limit, "", (), values)
 
 
 @dataclass(frozen=True)

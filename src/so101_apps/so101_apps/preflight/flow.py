@@ -94,13 +94,15 @@ def run_preflight(options: PreflightOptions, emit: Callable[[CheckResult], None]
             if gate:
                 because = f"not run: {', '.join(gate)} failed (the arm is not moved)"
                 for check in ("safety_limits", *(f"calibration.{n}" for n in JOINT_NAMES), "load", "cycle_rate",
-                              "estop", "watchdog", "firmware_settings"):
+                              "estop", "watchdog", "firmware_settings", "gripper_grasp"):
                     add(CheckResult.skipped(check, because))
             else:
-                _chain_phase([s for s in specs if s.key in (DRIVER, SAFETY_FILTER)], calibration, settings, options,
-                             add)
-                with _bus(port, settings) as bus:
+                safety = _chain_phase([s for s in specs if s.key in (DRIVER, SAFETY_FILTER)], calibration, settings,
+                                      options, add)
+                with _bus(port, settings) as bus:  # as the driver configured the servos
                     add(bus_checks.check_settings(bus, calibration, ids))
+                    gripper = bus_checks.read_gripper_protection(bus, calibration, ids)
+                add(chain_checks.judge_gripper_grasp(safety, gripper))
         except BaseException as err:  # what ran so far is kept: the report says where the preflight stopped and why
             add(CheckResult("preflight", Status.FAIL, "stopped", "-", " ".join(str(err).split()) or type(err).__name__))
             report.duration_s = time.monotonic() - started
@@ -153,7 +155,7 @@ def _safety_config(node: PreflightNode) -> SafetyConfig:
 
 
 def _chain_phase(specs: list[NodeSpec], calibration: dict[str, MotorCalibration], settings: DriverSettings,
-                 options: PreflightOptions, add: Callable[[CheckResult | list[CheckResult]], None]) -> None:
+                 options: PreflightOptions, add: Callable[[CheckResult | list[CheckResult]], None]) -> SafetyConfig:
     specs = [*specs, NodeSpec("so101_apps.preflight.node:PreflightNode", name="preflight")]
     model = GravityModel()
     with ComposedGraph(specs, own_process={DRIVER}) as graph:
@@ -196,6 +198,7 @@ def _chain_phase(specs: list[NodeSpec], calibration: dict[str, MotorCalibration]
         velocities = chain_checks.max_velocities(safety)
         add(judge_interruption(node.trace, estop, velocities, safety.reseed_tolerance))
         add(judge_interruption(node.trace, watchdog, velocities, safety.reseed_tolerance))
+    return safety
 
 
 def leg_speed(leg: Leg) -> float:

@@ -33,6 +33,7 @@ from typing import Any, cast
 
 import numpy as np
 
+from so101_common.joints import joint as joint_spec
 from so101_gaponet.bounds import (
     COMPENSATOR_MAX_DELTA,
     COMPENSATOR_MAX_DELTA_RATE,
@@ -45,6 +46,15 @@ from so101_gaponet.runtime import GapModel
 __all__ = ["CompensatorConfig", "CompensatorError", "Compensator", "DeltaGuard", "GuardSettings", "StepResult"]
 
 _log = logging.getLogger(__name__)
+
+# Fraction of a joint's max effort at which the integral stops pushing it harder: below the servo's overload
+# protection, which trips when its load stays above Overload_Torque for Protection_Time (2 s) and switches its
+# torque off: 25 % on the gripper as LeRobot configures it. Measured without it: on a held-out arm the integral
+# pushed a gripper that stiction held one count from its target for 16 s, to 34 % load, and it tripped (9 of 30
+# real SAGE motions). The arm joints' protection (80 % as shipped) is above the loads the integral adds to, and
+# gravity needs: a 0.6 limit on them cost heavy_payload's shoulder_lift 86 → 43 % (measured): none there.
+GRIPPER_LOAD_LIMIT = 0.2
+SERVO_LOAD_LIMIT = math.inf
 
 
 class CompensatorError(ValueError):
@@ -172,6 +182,10 @@ class CompensatorConfig:
     # Width (rad) of the play operator that tells which way the policy's reference moves; the integral
     # keeps one correction per direction (see Compensator._integrate). None: the model's; 0: one correction.
     direction_play: float | None = None
+    # Per joint, the load (fraction of max effort, from the measured effort) above which the integral does not
+    # push that joint further the way it already pushes (inf: no limit); None: GRIPPER_LOAD_LIMIT on the gripper,
+    # SERVO_LOAD_LIMIT (none) on the arm joints.
+    load_limits: tuple[float, ...] | None = None
     latency_window: int = 1000  # steps kept for the latency percentiles
     # The deployment's caps (one value or one per joint): |Δ| (rad) and its rate of change (rad/s). A model's
     # metadata and the overrides above may narrow them, never widen them (so101_gaponet.bounds).
@@ -211,6 +225,9 @@ class CompensatorConfig:
                 raise CompensatorError(f"feedback_gain must be in [0, 0.5) per step, got {self.feedback_gain}")
         if self.direction_play is not None and not (math.isfinite(self.direction_play) and self.direction_play >= 0):
             raise CompensatorError(f"direction_play must be finite and ≥ 0 (rad), got {self.direction_play}")
+        if self.load_limits is not None and (len(self.load_limits) != len(self.joints) or
+                                             not all(x > 0 for x in self.load_limits)):
+            raise CompensatorError(f"load_limits needs one value > 0 (or inf) per joint, got {self.load_limits}")
         if self.delta_smoothing_s is not None and not (math.isfinite(self.delta_smoothing_s) and self.delta_smoothing_s >= 0):
             raise CompensatorError(f"delta_smoothing_s must be finite and ≥ 0 (s), got {self.delta_smoothing_s}")
         if self.latency_window < 1:
@@ -314,6 +331,11 @@ class Compensator:
         self._velocity = np.full(joints, np.nan)
         self._measured_stamp: float | None = None
         self._fresh = np.zeros(joints, dtype=bool)  # joints measured since the previous step
+        # signed load per joint (fraction of max effort; 0 until an effort is measured) and the limit on it
+        self._load = [0.0] * joints
+        self._max_effort = [joint_spec(name).max_effort for name in config.joints]
+        self._load_limits = list(config.load_limits) if config.load_limits is not None else [
+            GRIPPER_LOAD_LIMIT if joint_spec(name).is_gripper else SERVO_LOAD_LIMIT for name in config.joints]
         self._last_output: np.ndarray | None = None
         self._delta = np.zeros(joints)  # Δ applied on the latest step (0 on passthrough steps)
         self._output = np.zeros(joints)
@@ -322,8 +344,10 @@ class Compensator:
 
     # -- inputs ---------------------------------------------------------------------------------
     def update_measured(self, position: np.ndarray | list[float], velocity: np.ndarray | list[float] | None = None,
-                        stamp: float | None = None) -> None:
-        """Latest measured state; velocity missing or NaN is estimated from the previous position.
+                        stamp: float | None = None, effort: np.ndarray | list[float] | None = None) -> None:
+        """Latest measured state; velocity missing or NaN is estimated from the previous position; effort (N·m,
+        signed along the joint axis as the driver publishes it; missing or NaN: the previous load) tells how hard
+        each servo already pushes (``load_limits``).
 
         A joint whose position is NaN or inf (the driver's reading of a servo that did not answer) keeps
         its previous measurement, as in the safety filter, and counts as not measured: the integral
@@ -344,6 +368,10 @@ class Compensator:
             velocity = np.where(np.isnan(velocity), np.nan_to_num(estimate), velocity)
         self._position[:] = position
         self._velocity[:] = velocity
+        if effort is not None:
+            for j, value in enumerate(self._vector(effort, "effort").tolist()):
+                if math.isfinite(value):
+                    self._load[j] = value / self._max_effort[j]
         self._measured_stamp = stamp
 
     def goal_reached(self, goal: np.ndarray | list[float]) -> None:
@@ -465,6 +493,7 @@ class Compensator:
         feedback = bool(previous) and self._feedback_on
         step_s = self._step_s
         play, side, slow, integrals = self._play, self._side, self._slow, self._integrals
+        loads, load_limits = self._load, self._load_limits
         fresh, position, velocity = self._fresh.tolist(), self._position.tolist(), self._velocity.tolist()
         shaped = self._delta.tolist()
         clipped = slew_limited = out_of_bounds = False
@@ -489,6 +518,10 @@ class Compensator:
             if feedback:
                 error = previous[j] - position[j] if fresh[j] else 0.0
                 step = gain * error if abs(error) <= bound and scale == 1.0 else 0.0
+                if abs(loads[j]) >= load_limits[j] and (current > 0) == (loads[j] > 0):
+                    # its servo already pushes the way the correction does, near its overload protection: the
+                    # correction eases (at the integral's own rate) until the load is back under the limit
+                    step = -gain * current
                 total = wanted + current
                 if abs(total) >= bound and (step > 0) - (step < 0) == (total > 0) - (total < 0):
                     step = 0.0

@@ -90,7 +90,8 @@ class CompensatorNode(Node):
         try:
             position = reorder(msg.name, msg.position, self.joints)
             velocity = reorder(msg.name, msg.velocity, self.joints) if len(msg.velocity) == len(msg.name) else None
-            self.core.update_measured(position, velocity, self._now())
+            effort = reorder(msg.name, msg.effort, self.joints) if len(msg.effort) == len(msg.name) else None
+            self.core.update_measured(position, velocity, self._now(), effort)
         except (JointSpecError, CompensatorError) as err:
             self.get_logger().warning(f"ignored joint state: {err}", throttle_duration_sec=5.0)
 

@@ -143,7 +143,8 @@ def closed_loop(profile: GapProfile | str, motion: JointTrajectory, model: GapMo
     padded = np.vstack([motion.position, np.repeat(motion.position[-1:], ahead, axis=0)])
     start = float(motion.time[0])
     newest, newest_stamp = plant.read(0.0), 0.0  # at rest at the first command's pose
-    pending: list[tuple[float, np.ndarray]] = []  # (delivery time, position) of reads under way
+    newest_effort = plant.efforts()
+    pending: list[tuple[float, np.ndarray, np.ndarray]] = []  # (delivery time, position, effort) of reads under way
     # stepped on each command as it arrives, as the node forwards a command stream at the policy's rate
     bounds = SafetyFilter(deployment_safety())
     bounds.on_measured(JOINT_NAMES, newest.tolist(), stamp=0.0)
@@ -151,14 +152,14 @@ def closed_loop(profile: GapProfile | str, motion: JointTrajectory, model: GapMo
         now = float(motion.time[k]) - start
         applied = bus.apply_time(now)
         for read_start, read_end in bus.reads_until(applied):
-            pending.append((read_end, plant.read(read_start)))
+            pending.append((read_end, plant.read(read_start), plant.efforts()))
             status = plant.status()
             if any(status):
                 joint = next(k for k, bits in enumerate(status) if bits)
                 raise ServoFault(loaded.name, JOINT_NAMES[joint], status[joint], read_start)
         fresh = False
         while pending and pending[0][0] <= now:
-            newest_stamp, newest = pending.pop(0)
+            newest_stamp, newest, newest_effort = pending.pop(0)
             fresh = True
         reported[k] = newest
         if fresh:
@@ -167,7 +168,7 @@ def closed_loop(profile: GapProfile | str, motion: JointTrajectory, model: GapMo
             sent[k] = motion.position[k]
         else:
             if fresh:
-                compensator.update_measured(newest, stamp=newest_stamp)
+                compensator.update_measured(newest, stamp=newest_stamp, effort=newest_effort)
             sent[k] = compensator.compensate(motion.position[k], now=now, upcoming=padded[k + 1:k + 1 + ahead]).command
         bounds.on_command(JOINT_NAMES, sent[k].tolist(), now)
         safe = bounds.step(now)

@@ -85,6 +85,11 @@ class ArmPlant:
             self._done = due
         return np.array([(memory.get(Register.Present_Position) - _ZERO) / STEPS_PER_RAD for memory in self._servos])
 
+    def efforts(self) -> np.ndarray:
+        """Efforts (J,) N·m as the driver publishes them: Present_Load (0.1 % of full torque, signed) × max effort."""
+        return np.array([memory.get(Register.Present_Load) / 1000.0 * spec.max_effort
+                         for memory, spec in zip(self._servos, JOINTS, strict=True)])
+
     def send(self, command: np.ndarray) -> None:
         """Write ``command`` (J,) rad as every servo's goal (clipped to the encoder's range)."""
         for memory, goal in zip(self._servos, command, strict=True):

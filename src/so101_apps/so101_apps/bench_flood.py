@@ -126,15 +126,15 @@ def flood_rates(rounds: int = ROUNDS, seconds: float = PHASE_S) -> dict[str, lis
             with ComposedGraph(specs, own_process=set(_NODES)) as graph:
                 probe = _Probe(graph.context)
                 try:
-                    if not wait_for(lambda: probe.pose is not None or graph.child_exited(), timeout=90.0):
+                    if not wait_for(lambda: probe.pose is not None or graph.node_stopped(), timeout=90.0):
                         raise RuntimeError("no joint states from the driver within 90 s")
-                    graph.raise_for_children()
+                    graph.raise_for_stopped_nodes()
                     for _ in range(rounds):
                         for flood in FLOODS:
                             rates["none"].append(probe.run_turn(None, seconds))
                             rates[flood].append(probe.run_turn(flood, seconds))
                     rates["none"].append(probe.run_turn(None, seconds))
-                    graph.raise_for_children()  # a node that died under a flood is a failure, not a figure
+                    graph.raise_for_stopped_nodes()  # a node that died under a flood is a failure, not a figure
                 finally:
                     probe.close()
         finally:

@@ -152,7 +152,7 @@ def _record_motion(name: str, duration: float, player: MotionPlayerNode, monitor
         return watch.recording_waits(monitor.now(), recorded_topics - set(recorder.topics.subscribed), twin)
 
     def ready() -> bool:
-        graph.raise_for_children()  # a driver that could not start says why, at once
+        graph.raise_for_stopped_nodes()  # a driver that could not start says why, at once
         return watch.faults.active or not waits()
 
     if not wait_for(ready, timeout=60.0):
@@ -167,7 +167,7 @@ def _record_motion(name: str, duration: float, player: MotionPlayerNode, monitor
     print(table_header())
     start = time.monotonic()
     end, next_line = start + duration + 1.0, start + print_period
-    while not wait_for(lambda: watch.faults.active or graph.child_exited(),
+    while not wait_for(lambda: watch.faults.active or graph.node_stopped(),
                        timeout=max(min(next_line, end) - time.monotonic(), 0.0)):
         if time.monotonic() >= end:
             break
@@ -183,7 +183,7 @@ def _record_motion(name: str, duration: float, player: MotionPlayerNode, monitor
         # the recorder sees the same report on /diagnostics: keep the episode open until its metadata has it
         wait_for(lambda: bool(recorder.recorder.current_faults()), timeout=2.0)
     bag = recorder.stop_episode()
-    graph.raise_for_children()  # the episode is kept; the driver's own error ends the session
+    graph.raise_for_stopped_nodes()  # the episode is kept; the driver's own error ends the session
     print(rate_line(str(bag), state_rate_hz, watch.driver_rate_hz or float("nan"), BusFigures.of(watch.bus_entries),
                     os.getloadavg()[0], os.cpu_count()))
     return RecordedMotion(bag, started, stopped, state_rate_hz, tuple(faults), temperature_start,

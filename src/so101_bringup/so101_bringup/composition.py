@@ -26,9 +26,13 @@ from so101_bringup.node_processes import NodeProcesses
 from so101_bringup.node_specs import NodeSpec
 from so101_bringup.share import config_dir
 
-__all__ = ["ComposedGraph"]
+__all__ = ["ComposedGraph", "NodeFailed"]
 
 NodeT = TypeVar("NodeT")
+
+
+class NodeFailed(RuntimeError):
+    """A node of the graph stopped: ``str()`` is one line naming it and its error."""
 
 
 class ComposedGraph:
@@ -63,6 +67,7 @@ class ComposedGraph:
         self._processes = NodeProcesses()
         self._executors: list[SingleThreadedExecutor] = []
         self._threads: list[threading.Thread] = []
+        self._failed: dict[str, BaseException] = {}  # composed nodes whose executor stopped on an error
 
     def node(self, name: str, kind: type[NodeT]) -> NodeT:
         """The node ``name`` run in this process, as a ``kind`` (its class: its services and helpers are typed)."""
@@ -83,16 +88,22 @@ class ComposedGraph:
         """Node ``node``'s parameter ``name`` as the graph sets it (:meth:`~so101_bringup.node_specs.NodeSpec.parameter`)."""
         return next(s for s in self.specs if s.key == node).parameter(self.config_dir, name)
 
-    def child_exited(self) -> bool:
-        """Whether a node run in its own process has exited."""
-        return self._processes.exited()
+    def node_stopped(self) -> bool:
+        """Whether a node has stopped: one run in its own process exited, or a composed one's callback raised."""
+        return self._processes.exited() or bool(self._failed)
 
-    def raise_for_children(self) -> None:
-        """:class:`~so101_bringup.children.ChildProcessFailed` with its message if a child node has exited."""
+    def raise_for_stopped_nodes(self) -> None:
+        """:class:`~so101_bringup.children.ChildProcessFailed` with its message if a child node has exited,
+        :class:`NodeFailed` naming the node and its error if a composed node's callback raised (its executor
+        stops: the node no longer runs, and the graph would otherwise wait on it in silence)."""
         self._processes.raise_for_exited()
+        for key, error in self._failed.items():
+            text = " ".join(str(error).split())
+            raise NodeFailed(f"node {key} stopped: {type(error).__name__}" + (f": {text}" if text else ""))
 
     def start(self) -> ComposedGraph:
         self._threads.clear()
+        self._failed.clear()
         rclpy.init(context=self.context)
         try:
             for spec in self.specs:
@@ -113,7 +124,7 @@ class ComposedGraph:
         for key, node in self.nodes.items():
             executor = SingleThreadedExecutor(context=self.context)
             executor.add_node(node)
-            thread = threading.Thread(target=self._spin, args=(executor,), name=f"so101-{key}", daemon=True)
+            thread = threading.Thread(target=self._spin, args=(key, executor), name=f"so101-{key}", daemon=True)
             self._executors.append(executor)
             self._threads.append(thread)
             thread.start()
@@ -124,11 +135,12 @@ class ComposedGraph:
         """Whether any node's executor thread, or child process, is still running."""
         return any(thread.is_alive() for thread in self._threads) or self._processes.running
 
-    def _spin(self, executor: SingleThreadedExecutor) -> None:
+    def _spin(self, key: str, executor: SingleThreadedExecutor) -> None:
         try:
             executor.spin()
-        except Exception:  # shutdown races surface here; stop() reports nothing more useful
+        except Exception as error:  # shutdown races surface here; stop() reports nothing more useful
             if self.context.ok():
+                self._failed[key] = error
                 raise
 
     def stop(self) -> None:

@@ -162,7 +162,7 @@ def _chain_phase(specs: list[NodeSpec], calibration: dict[str, MotorCalibration]
         node = graph.node("preflight", PreflightNode)
 
         def check() -> None:
-            graph.raise_for_children()  # the driver's own error line, at once
+            graph.raise_for_stopped_nodes()  # the driver's own error line, at once
 
         def ready() -> bool:
             check()

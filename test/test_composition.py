@@ -100,7 +100,7 @@ def test_composed_graph_has_the_deploy_nodes(uncompensated: tuple[ComposedGraph,
     with pytest.raises(KeyError, match="'so101_driver' runs in its own process"):
         graph.node("so101_driver", SafetyNode)
     assert set(graph.children) == {"so101_driver"} and graph.children["so101_driver"].poll() is None
-    graph.raise_for_children()  # running: nothing to report
+    graph.raise_for_stopped_nodes()  # running: nothing to report
     # what the child was given: its parameter file's value, and the graph's override
     assert graph.parameter("so101_driver", "rate_hz") == 100.0
     assert graph.parameter("so101_driver", "port") == next(s for s in graph.specs if s.key == "so101_driver").overrides["port"]
@@ -136,7 +136,7 @@ def test_a_node_in_its_own_process_that_cannot_start_says_why(tmp_path: Path) ->
     try:
         assert deploy.wait_for(lambda: graph.children["so101_driver"].poll() is not None, timeout=deploy.STARTUP_TIMEOUT)
         with pytest.raises(ChildProcessFailed, match=r"node so101_driver: so101_driver: error: .*no_such_port"):
-            graph.raise_for_children()
+            graph.raise_for_stopped_nodes()
     finally:
         graph.stop()
 

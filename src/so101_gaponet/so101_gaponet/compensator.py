@@ -50,7 +50,7 @@ _log = logging.getLogger(__name__)
 # Fraction of a joint's max effort at which the integral stops pushing it harder: below the servo's overload
 # protection, which trips when its load stays above Overload_Torque for Protection_Time (2 s) and switches its
 # torque off: 25 % on the gripper as LeRobot configures it. Measured without it: on a held-out arm the integral
-# pushed a gripper that stiction held one count from its target for 16 s, to 34 % load, and it tripped (9 of 30
+# pushed a gripper that stiction held one count from its target for 16 s, to 34 % load, and it tripped (8 of 30
 # real SAGE motions). The arm joints' protection (80 % as shipped) is above the loads the integral adds to, and
 # gravity needs: a 0.6 limit on them cost heavy_payload's shoulder_lift 86 → 43 % (measured): none there.
 GRIPPER_LOAD_LIMIT = 0.2

@@ -2,9 +2,9 @@
 servo's overload protection (LeRobot's gripper: Overload_Torque 25 % for Protection_Time 2 s, torque capped at
 50 %) never trips, while the policy keeps commanding the gripper shut.
 
-The object is the virtual arm's hand (a stiff spring per joint at a fixed target): the gripper closes onto it and
-cannot close further. The loop is the deploy graph's at 100 Hz in simulated time: the servos' positions and loads
-(Present_Load as the driver turns it into effort) into the filter, the filter's output to the servos' goals.
+The object is the virtual arm's hand (a stiff spring per joint where it starts): the gripper closes onto it and
+cannot close further. The loop is the deploy graph's at 100 Hz in simulated time (``ArmPlant``): the servos'
+positions and efforts (Present_Load as the driver turns it into effort) into the filter, its output to their goals.
 """
 
 from __future__ import annotations
@@ -15,8 +15,7 @@ from so101_apps.compensation.harness import deployment_safety
 from so101_common.joints import JOINT_NAMES, JOINTS
 from so101_feetech.control_table import Register
 from so101_safety.core import SafetyFilter
-from so101_virtual.physics import ArmPhysics
-from so101_virtual.sysid.simulate import STEPS_PER_RAD, lerobot_servos
+from so101_virtual.sysid.simulate import ArmPlant, lerobot_servos
 
 GRIPPER = JOINT_NAMES.index("gripper")
 OBJECT = 0.5  # rad: where the object stops the gripper's fingers
@@ -25,36 +24,25 @@ RATE_HZ = 100.0
 
 def _grasp(seconds: float) -> tuple[list[int], list[float], list[bool]]:
     """Per step: the gripper servo's Status, its load (fraction of full torque) and whether the filter holds a grasp."""
-    servos = lerobot_servos()
     start = np.zeros(len(JOINT_NAMES))
     start[GRIPPER] = OBJECT
-    arm = ArmPhysics("default", servos, initial_positions=start, hand=True, hand_stiffness=100.0, io_period=1.0)
-    arm.set_hand(start)  # the arm joints rest where they are; the gripper's fingers are on the object
-    zero = [memory.get(Register.Present_Position) for memory in servos]
-    for memory in servos:
-        memory.set(Register.Goal_Position, memory.get(Register.Present_Position))
-        memory.set(Register.Torque_Enable, 1)
+    # the hand holds the arm joints where they rest and stops the gripper's fingers at the object
+    arm = ArmPlant("default", start, hand_stiffness=100.0)
     bounds = SafetyFilter(deployment_safety())
     shut = start.copy()
     shut[GRIPPER] = JOINTS[GRIPPER].lower  # the policy closes the gripper all the way
     status, load, grasping = [], [], []
-    done = 0
     for k in range(round(seconds * RATE_HZ)):
         now = k / RATE_HZ
-        due = round(now / arm.tick)
-        arm.step_ticks(due - done)
-        done = due
-        position = [start[j] + (m.get(Register.Present_Position) - zero[j]) / STEPS_PER_RAD for j, m in enumerate(servos)]
-        fraction = [m.get(Register.Present_Load) / 1000.0 for m in servos]  # signed, 0.1 % of full torque
-        bounds.on_measured(JOINT_NAMES, position, efforts=[f * spec.max_effort for f, spec in zip(fraction, JOINTS, strict=True)],
-                           stamp=now)
+        position = arm.read(now)
+        effort = arm.efforts()
+        bounds.on_measured(JOINT_NAMES, position.tolist(), efforts=effort.tolist(), stamp=now)
         bounds.on_command(JOINT_NAMES, shut.tolist(), now)
         out = bounds.step(now)
         assert out is not None
-        for j, (memory, goal) in enumerate(zip(servos, out.positions, strict=True)):
-            memory.set(Register.Goal_Position, round(zero[j] + (goal - start[j]) * STEPS_PER_RAD))
-        status.append(servos[GRIPPER].get(Register.Status))
-        load.append(abs(fraction[GRIPPER]))
+        arm.send(np.asarray(out.positions))
+        status.append(arm.status()[GRIPPER])
+        load.append(abs(effort[GRIPPER]) / JOINTS[GRIPPER].max_effort)
         grasping.append(out.gripper_limited)
     return status, load, grasping
 

@@ -48,7 +48,7 @@ MAX_RAW = 4095  # highest 12-bit encoder reading
 MID_RAW = 2047  # LeRobot's half-turn: homing offset = present − 2047
 _HOMING_LIMIT = (1 << 11) - 1  # Homing_Offset is sign-magnitude with the sign at bit 11
 _RAD_PER_STEP = 2 * math.pi / LEROBOT_STEPS_PER_TURN
-_LOAD_FULL_SCALE = 1000.0  # Present_Load is 0.1 % of the maximum torque
+LOAD_FULL_SCALE = 1000.0  # Present_Load is 0.1 % of the maximum torque
 
 class CalibrationError(ValueError):
     """A calibration file is missing, malformed, or does not fit the SO-101."""
@@ -237,7 +237,7 @@ def rad_velocity_to_raw(name: str, rad_s: float, cal: MotorCalibration) -> int:
 def load_to_effort(name: str, load: float, cal: MotorCalibration) -> float:
     """Present_Load (0.1 % of max torque, signed) → joint torque estimate in N·m (joint spec's max_effort)."""
     scale = _affine(name, cal)[0]
-    return math.copysign(1.0, scale) * load / _LOAD_FULL_SCALE * joint(name).max_effort
+    return math.copysign(1.0, scale) * load / LOAD_FULL_SCALE * joint(name).max_effort
 
 
 @dataclass(frozen=True)
@@ -269,7 +269,7 @@ class JointMapping:
             offset=np.array([p[1] for p in pairs]),
             raw_min=np.array([cals[n].range_min for n in names], dtype=float),
             raw_max=np.array([cals[n].range_max for n in names], dtype=float),
-            effort_scale=np.sign(scale) * np.array([joint(n).max_effort for n in names]) / _LOAD_FULL_SCALE,
+            effort_scale=np.sign(scale) * np.array([joint(n).max_effort for n in names]) / LOAD_FULL_SCALE,
         )
 
     def to_rad(self, raw: np.ndarray) -> np.ndarray:

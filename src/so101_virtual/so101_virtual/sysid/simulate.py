@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from so101_common.joints import JOINTS
+from so101_feetech.calibration import LOAD_FULL_SCALE
 from so101_feetech.control_table import LEROBOT_GRIPPER_SETTINGS, LEROBOT_SERVO_SETTINGS, Register
 from so101_virtual.physics import STEPS_PER_RAD, ArmPhysics, JointMechanics
 from so101_virtual.profiles import GapProfile, load_profile
@@ -60,12 +61,17 @@ class ArmPlant:
     loop over a recording; closed-loop evaluations call it with a controller in between.
     """
 
-    def __init__(self, profile: GapProfile | str, initial_positions: np.ndarray) -> None:
+    def __init__(self, profile: GapProfile | str, initial_positions: np.ndarray, hand_stiffness: float | None = None) -> None:
+        """``hand_stiffness`` (N·m/rad): a hand holds every joint where it starts (:class:`ArmPhysics`' hand), e.g. an
+        object between the gripper's fingers that stops them closing."""
         self.profile = load_profile(profile)
         self._servos = lerobot_servos()
+        start = np.asarray(initial_positions, dtype=np.float64)
         # One I/O batch per frame: goals change only when a command is written, between step calls.
-        self._physics = ArmPhysics(self.profile, self._servos, [JointMechanics() for _ in JOINTS],
-                                   initial_positions=np.asarray(initial_positions, dtype=np.float64), io_period=1.0)
+        self._physics = ArmPhysics(self.profile, self._servos, [JointMechanics() for _ in JOINTS], initial_positions=start,
+                                   io_period=1.0, hand=hand_stiffness is not None, hand_stiffness=hand_stiffness or 0.0)
+        if hand_stiffness is not None:
+            self._physics.set_hand(start)
         for memory in self._servos:
             memory.set(Register.Goal_Position, memory.get(Register.Present_Position))
             memory.set(Register.Torque_Enable, 1)
@@ -87,7 +93,7 @@ class ArmPlant:
 
     def efforts(self) -> np.ndarray:
         """Efforts (J,) N·m as the driver publishes them: Present_Load (0.1 % of full torque, signed) × max effort."""
-        return np.array([memory.get(Register.Present_Load) / 1000.0 * spec.max_effort
+        return np.array([memory.get(Register.Present_Load) / LOAD_FULL_SCALE * spec.max_effort
                          for memory, spec in zip(self._servos, JOINTS, strict=True)])
 
     def send(self, command: np.ndarray) -> None:

@@ -108,8 +108,11 @@ class WebView:
         config = self.config
         for port, what in ((config.grpc_port, "grpc_port"), (config.web_port, "web_port")):
             _check_free(port, what)  # rerun only logs a gRPC port it cannot bind; the page would wait for data forever
-        grpc = self.rec.serve_grpc(grpc_port=config.grpc_port, default_blueprint=self.blueprint(),
-                                   server_memory_limit=config.memory_limit)
+        # The layout goes after the server is up, not as serve_grpc's default_blueprint: rerun 0.26's serve_grpc
+        # holds the GIL while its server thread encodes that blueprint, and freeing the blueprint's numpy-backed
+        # arrays needs the GIL; about one start in 15 deadlocked. The server keeps blueprints for late viewers.
+        grpc = self.rec.serve_grpc(grpc_port=config.grpc_port, server_memory_limit=config.memory_limit)
+        self.rec.send_blueprint(self.blueprint(), make_active=True, make_default=True)
         rr.serve_web_viewer(web_port=config.web_port, open_browser=False, connect_to=grpc)
         host = config.host or socket.gethostname()
         data = grpc.replace("127.0.0.1", host).replace("0.0.0.0", host).replace("localhost", host)

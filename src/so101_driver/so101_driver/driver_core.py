@@ -39,7 +39,7 @@ import numpy as np
 
 from so101_common.joints import GRIPPER, JOINT_NAMES
 from so101_common.rejections import RejectReason, diagnostic_key
-from so101_driver.errors import BusError, CommandRejected, PortError
+from so101_driver.errors import BusError, CommandRejected, LostReply, PortError
 from so101_driver.feedback import BusCounters, Feedback
 from so101_driver.health import (
     CYCLE_CAPACITY_KEY,
@@ -129,6 +129,10 @@ class _ServoState:
     next_probe: float = 0.0
     peak_voltage_v: float = 0.0  # highest supply voltage it reported (reference for sag warnings)
     silent_since: float | None = None  # clock time of the first failed cycle of the current silence
+
+
+def _cycles(count: int) -> str:
+    return f"{count} failed cycle{'' if count == 1 else 's'}"
 
 
 class DriverCore:
@@ -324,20 +328,30 @@ class DriverCore:
         n = len(self.names)
         raw_pos, raw_vel, raw_load = np.zeros(n), np.zeros(n), np.zeros(n)
         valid = np.zeros(n, dtype=bool)
+        faulted: list[tuple[str, int, BusError | None]] = []  # newly this cycle
+        out_of_cycle: list[str] = []
+        answered: list[tuple[str, int, int]] = []  # (name, servo id, failed cycles before) after a fault
         for k, (name, servo_id) in enumerate(zip(self.names, self.ids, strict=True)):
             state = self._servos[name]
             fb = feedback.get(servo_id)
             state.feedback = fb
             if fb is None:
-                self._servo_failed(name, servo_id, state, failures.get(servo_id), stamp)
+                was_faulted, was_in_cycle = state.faulted, not state.probe_interval
+                err = failures.get(servo_id)
+                self._servo_failed(servo_id, state, err, stamp)
+                if not was_faulted:
+                    faulted.append((name, servo_id, err))
+                if was_in_cycle and state.probe_interval:
+                    out_of_cycle.append(f"{name} (servo {servo_id})")
                 continue
             if state.faulted:
-                self.log.info("%s (servo %d) answers again after %d failed cycles", name, servo_id, state.consecutive)
+                answered.append((name, servo_id, state.consecutive))
             state.faulted, state.reason, state.consecutive, state.probe_interval = False, "", 0, 0.0
             state.silent_since = None
             state.peak_voltage_v = max(state.peak_voltage_v, fb.voltage_v)
             valid[k] = True
             raw_pos[k], raw_vel[k], raw_load[k] = fb.position, fb.velocity, fb.load
+        self._log_fault_changes(faulted, out_of_cycle, answered)
         if not valid.any():
             return None
         new = valid & ~self._goal_known
@@ -346,24 +360,45 @@ class DriverCore:
             self._goal_known = self._goal_known | new
         return self._sample(stamp, raw_pos, raw_vel, raw_load, valid)
 
-    def _servo_failed(self, name: str, servo_id: int, state: _ServoState, err: BusError | None, now: float) -> None:
+    def _servo_failed(self, servo_id: int, state: _ServoState, err: BusError | None, now: float) -> None:
         if state.probe_interval:  # missing: not in this cycle's read, or its probe failed again
             state.consecutive += 1
             return
-        reason = str(err) if err is not None else f"no reply from servo {servo_id}"
         if state.silent_since is None:
             state.silent_since = now
-        if not state.faulted:
-            self.log.warning("%s (servo %d) faulted: %s", name, servo_id, reason)
-        state.faulted, state.reason = True, reason
+        state.faulted, state.reason = True, str(err) if err is not None else f"no reply from servo {servo_id}"
         state.consecutive += 1
         state.total += 1
         if state.consecutive >= self.config.missing_after_failures:
             state.probe_interval = self.config.probe_interval_s
             state.next_probe = now + state.probe_interval
-            self.log.warning("%s (servo %d) out of the control cycle after %d failed cycles; probed every %g s "
-                             "(backing off to %g s)", name, servo_id, state.consecutive, state.probe_interval,
-                             self.config.probe_interval_max_s)
+
+    def _log_fault_changes(self, faulted: list[tuple[str, int, BusError | None]], out_of_cycle: list[str],
+                           answered: list[tuple[str, int, int]]) -> None:
+        """One line per way servos were lost in this cycle's transaction, not one per servo: a whole sync read
+        that timed out is one event (six WARN lines for it read as six broken cables)."""
+        groups: dict[tuple[object, ...], list[tuple[str, int, BusError | None]]] = {}
+        for name, servo_id, err in faulted:
+            key = (type(err), err.tries, err.detail) if isinstance(err, LostReply) else (name,)
+            groups.setdefault(key, []).append((name, servo_id, err))
+        for members in groups.values():
+            err = members[0][2]
+            if len(members) > 1 and isinstance(err, LostReply):
+                reason = err.for_servos([servo_id for _, servo_id, _ in members])
+            else:
+                reason = self._servos[members[0][0]].reason
+            self.log.warning("%s faulted: %s", ", ".join(f"{name} (servo {servo_id})" for name, servo_id, _ in members),
+                             reason)
+        if out_of_cycle:
+            self.log.warning("%s out of the control cycle after %d failed cycles; probed every %g s (backing off to "
+                             "%g s)", ", ".join(out_of_cycle), self.config.missing_after_failures,
+                             self.config.probe_interval_s, self.config.probe_interval_max_s)
+        if answered:
+            cycles = {failed for _, _, failed in answered}
+            who = ", ".join(f"{name} (servo {servo_id}" + (")" if len(cycles) == 1 else f", after {_cycles(failed)})")
+                            for name, servo_id, failed in answered)
+            after = f" after {_cycles(cycles.pop())}" if len(cycles) == 1 else ""
+            self.log.info("%s answer%s again%s", who, "s" if len(answered) == 1 else "", after)
 
     def _sample(self, stamp: float, raw_pos: np.ndarray, raw_vel: np.ndarray, raw_load: np.ndarray,
                 valid: np.ndarray) -> JointSample:

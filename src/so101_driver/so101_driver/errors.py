@@ -13,6 +13,7 @@ __all__ = [
     "DriverError",
     "BusError",
     "PortError",
+    "LostReply",
     "BusTimeout",
     "CorruptPacket",
     "ServoError",
@@ -33,26 +34,40 @@ class BusError(DriverError):
         self.tries = tries
 
 
+def _lost_message(what: str, who: str, tries: int, detail: str) -> str:
+    message = f"{what} from {who} after {tries} tr{'y' if tries == 1 else 'ies'}"
+    return f"{message}: {detail}" if detail else message
+
+
 class PortError(BusError):
     """The serial port could not be opened, configured or written."""
 
 
-class BusTimeout(BusError):
+class LostReply(BusError):
+    """A servo's reply did not arrive usable; the subclasses say how."""
+
+    what = "no usable reply"
+
+    def __init__(self, servo_id: int | None, tries: int, detail: str = "") -> None:
+        super().__init__(_lost_message(self.what, "the bus" if servo_id is None else f"servo {servo_id}", tries,
+                                       detail), servo_id, tries)
+        self.detail = detail
+
+    def for_servos(self, servo_ids: list[int]) -> str:
+        """The message for several servos lost in one transaction the same way (one log line for all)."""
+        return _lost_message(self.what, "servos " + ", ".join(map(str, servo_ids)), self.tries, self.detail)
+
+
+class BusTimeout(LostReply):
     """A servo did not answer (unplugged, wrong id or baud rate, no power)."""
 
-    def __init__(self, servo_id: int | None, tries: int, detail: str = "") -> None:
-        who = f"servo {servo_id}" if servo_id is not None else "the bus"
-        message = f"no reply from {who} after {tries} tr{'y' if tries == 1 else 'ies'}"
-        super().__init__(f"{message}: {detail}" if detail else message, servo_id, tries)
+    what = "no reply"
 
 
-class CorruptPacket(BusError):
+class CorruptPacket(LostReply):
     """A reply arrived but was malformed (bad checksum, truncated, wrong length)."""
 
-    def __init__(self, servo_id: int | None, tries: int, detail: str = "") -> None:
-        who = f"servo {servo_id}" if servo_id is not None else "the bus"
-        message = f"corrupt reply from {who} after {tries} tr{'y' if tries == 1 else 'ies'}"
-        super().__init__(f"{message}: {detail}" if detail else message, servo_id, tries)
+    what = "corrupt reply"
 
 
 class ServoError(BusError):

@@ -3,6 +3,8 @@ and is probed with backoff, the port is waited for, supply and current warnings.
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 import pytest
 
@@ -59,6 +61,32 @@ def test_missing_servo_leaves_the_cycle_and_is_probed_with_backoff(bus, cals, cl
     bus.reads.clear()
     assert core.cycle().sample.valid.all() and bus.reads == [[1, 2, 3, 4, 5, 6]]
     assert _entries(core)["elbow_flex"].level == Level.OK
+
+
+def test_a_lost_transaction_is_one_log_line_and_one_servo_is_named_alone(bus, cals, clock, caplog):
+    core = DriverCore(bus, cals, clock=clock)
+    core.start()
+
+    def cycle_logged(unplugged: set[int]) -> list[tuple[str, str]]:
+        bus.unplugged = unplugged
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="so101_driver"):
+            clock.t += 0.01
+            core.cycle()
+        return [(r.levelname, r.getMessage()) for r in caplog.records]
+
+    everyone = ", ".join(f"{name} (servo {servo_id})" for servo_id, name in enumerate(JOINT_NAMES, start=1))
+    # the whole sync read lost (as on a USB hiccup): one line naming every servo and the transaction
+    assert cycle_logged({1, 2, 3, 4, 5, 6}) == [
+        ("WARNING", f"{everyone} faulted: no reply from servos 1, 2, 3, 4, 5, 6 after 3 tries: sync read of the "
+                    "feedback block")]
+    assert cycle_logged(set()) == [("INFO", f"{everyone} answer again after 1 failed cycle")]
+    assert cycle_logged({3}) == [
+        ("WARNING", "elbow_flex (servo 3) faulted: no reply from servo 3 after 3 tries: sync read of the feedback block")]
+    assert cycle_logged({3, 5}) == [  # one more servo lost the next cycle: only the new one is said
+        ("WARNING", "wrist_roll (servo 5) faulted: no reply from servo 5 after 3 tries: sync read of the feedback block")]
+    assert cycle_logged(set()) == [
+        ("INFO", "elbow_flex (servo 3, after 2 failed cycles), wrist_roll (servo 5, after 1 failed cycle) answer again")]
 
 
 def test_missed_cycles_and_achieved_rate_are_judged_against_the_configured_rate(bus, cals, clock):

@@ -47,14 +47,20 @@ __all__ = ["CompensatorConfig", "CompensatorError", "Compensator", "DeltaGuard",
 
 _log = logging.getLogger(__name__)
 
-# Fraction of a joint's max effort at which the integral stops pushing it harder: below the servo's overload
-# protection, which trips when its load stays above Overload_Torque for Protection_Time (2 s) and switches its
-# torque off: 25 % on the gripper as LeRobot configures it. Measured without it: on a held-out arm the integral
-# pushed a gripper that stiction held one count from its target for 16 s, to 34 % load, and it tripped (8 of 30
-# real SAGE motions). The arm joints' protection (80 % as shipped) is above the loads the integral adds to, and
-# gravity needs: a 0.6 limit on them cost heavy_payload's shoulder_lift 86 → 43 % (measured): none there.
+# When the integral stops pushing a joint harder: its load (fraction of max effort) the way the correction pushes,
+# held for a time. A servo's overload protection switches its torque off once its load stays above
+# Overload_Torque for Protection_Time (2 s).
+# - The gripper (LeRobot: Overload_Torque 25 %): at once above 0.2. Measured without it: on a held-out arm the
+#   integral pushed a gripper that stiction held one count from its target for 16 s, to 34 % load, and it tripped
+#   (8 of 30 real SAGE motions).
+# - The arm joints (80 % as shipped): above 0.78 for 1 s, half the protection time (an easing correction brings
+#   the load under the threshold, which restarts the servo's timer). Gravity needs loads near it: a limit at once
+#   at 0.6 cost heavy_payload's shoulder_lift 86 → 43 %, at 0.75 population~2003's elbow_flex 80 → 47 % (measured);
+#   one held only past half the protection time acts where the servo would trip.
 GRIPPER_LOAD_LIMIT = 0.2
-SERVO_LOAD_LIMIT = math.inf
+GRIPPER_LOAD_HOLD_S = 0.0
+SERVO_LOAD_LIMIT = 0.78
+SERVO_LOAD_HOLD_S = 1.0
 
 
 class CompensatorError(ValueError):
@@ -182,10 +188,12 @@ class CompensatorConfig:
     # Width (rad) of the play operator that tells which way the policy's reference moves; the integral
     # keeps one correction per direction (see Compensator._integrate). None: the model's; 0: one correction.
     direction_play: float | None = None
-    # Per joint, the load (fraction of max effort, from the measured effort) above which the integral does not
-    # push that joint further the way it already pushes (inf: no limit); None: GRIPPER_LOAD_LIMIT on the gripper,
-    # SERVO_LOAD_LIMIT (none) on the arm joints.
+    # Per joint, the load (fraction of max effort, from the measured effort) above which, held for load_hold_s
+    # (s), the integral eases that joint's correction instead of pushing further the way the servo already pushes
+    # (inf: no limit); None: GRIPPER_LOAD_LIMIT / GRIPPER_LOAD_HOLD_S on the gripper, SERVO_LOAD_LIMIT /
+    # SERVO_LOAD_HOLD_S on the arm joints.
     load_limits: tuple[float, ...] | None = None
+    load_hold_s: tuple[float, ...] | None = None
     latency_window: int = 1000  # steps kept for the latency percentiles
     # The deployment's caps (one value or one per joint): |Δ| (rad) and its rate of change (rad/s). A model's
     # metadata and the overrides above may narrow them, never widen them (so101_gaponet.bounds).
@@ -228,6 +236,9 @@ class CompensatorConfig:
         if self.load_limits is not None and (len(self.load_limits) != len(self.joints) or
                                              not all(x > 0 for x in self.load_limits)):
             raise CompensatorError(f"load_limits needs one value > 0 (or inf) per joint, got {self.load_limits}")
+        if self.load_hold_s is not None and (len(self.load_hold_s) != len(self.joints) or
+                                             not all(math.isfinite(x) and x >= 0 for x in self.load_hold_s)):
+            raise CompensatorError(f"load_hold_s needs one finite value ≥ 0 (s) per joint, got {self.load_hold_s}")
         if self.delta_smoothing_s is not None and not (math.isfinite(self.delta_smoothing_s) and self.delta_smoothing_s >= 0):
             raise CompensatorError(f"delta_smoothing_s must be finite and ≥ 0 (s), got {self.delta_smoothing_s}")
         if self.latency_window < 1:
@@ -336,6 +347,9 @@ class Compensator:
         self._max_effort = [joint_spec(name).max_effort for name in config.joints]
         self._load_limits = list(config.load_limits) if config.load_limits is not None else [
             GRIPPER_LOAD_LIMIT if joint_spec(name).is_gripper else SERVO_LOAD_LIMIT for name in config.joints]
+        self._load_holds = list(config.load_hold_s) if config.load_hold_s is not None else [
+            GRIPPER_LOAD_HOLD_S if joint_spec(name).is_gripper else SERVO_LOAD_HOLD_S for name in config.joints]
+        self._loaded_s = [0.0] * joints  # how long each joint's load has been over its limit the way it pushes
         self._last_output: np.ndarray | None = None
         self._delta = np.zeros(joints)  # Δ applied on the latest step (0 on passthrough steps)
         self._output = np.zeros(joints)
@@ -493,7 +507,7 @@ class Compensator:
         feedback = bool(previous) and self._feedback_on
         step_s = self._step_s
         play, side, slow, integrals = self._play, self._side, self._slow, self._integrals
-        loads, load_limits = self._load, self._load_limits
+        loads, load_limits, load_holds, loaded_s = self._load, self._load_limits, self._load_holds, self._loaded_s
         fresh, position, velocity = self._fresh.tolist(), self._position.tolist(), self._velocity.tolist()
         shaped = self._delta.tolist()
         clipped = slew_limited = out_of_bounds = False
@@ -519,9 +533,14 @@ class Compensator:
                 error = previous[j] - position[j] if fresh[j] else 0.0
                 step = gain * error if abs(error) <= bound and scale == 1.0 else 0.0
                 if abs(loads[j]) >= load_limits[j] and (current > 0) == (loads[j] > 0):
-                    # its servo already pushes the way the correction does, near its overload protection: the
-                    # correction eases (at the integral's own rate) until the load is back under the limit
-                    step = -gain * current
+                    loaded_s[j] += step_s
+                    if loaded_s[j] >= load_holds[j]:
+                        # its servo already pushes the way the correction does, near its overload protection
+                        # for long enough: the correction eases (at the integral's own rate) until the load is
+                        # back under the limit
+                        step = -gain * current
+                else:
+                    loaded_s[j] = 0.0
                 total = wanted + current
                 if abs(total) >= bound and (step > 0) - (step < 0) == (total > 0) - (total < 0):
                     step = 0.0
@@ -579,6 +598,7 @@ class Compensator:
     def _clear_integrals(self) -> None:
         for row in self._integrals:
             row[:] = [0.0] * len(row)
+        self._loaded_s[:] = [0.0] * len(self._loaded_s)
         if self.guard is not None:
             self.guard.clear()
 

@@ -34,13 +34,13 @@ class BusError(DriverError):
         self.tries = tries
 
 
+class PortError(BusError):
+    """The serial port could not be opened, configured or written."""
+
+
 def _lost_message(what: str, who: str, tries: int, detail: str) -> str:
     message = f"{what} from {who} after {tries} tr{'y' if tries == 1 else 'ies'}"
     return f"{message}: {detail}" if detail else message
-
-
-class PortError(BusError):
-    """The serial port could not be opened, configured or written."""
 
 
 class LostReply(BusError):

@@ -34,6 +34,7 @@ __all__ = [
     "SHORT_NAMES",
     "STEPS_PER_TURN",
     "LEROBOT_STEPS_PER_TURN",
+    "OVERLOAD_PROTECTION_S",
     "JointSpec",
     "JointSpecError",
     "joint",
@@ -53,6 +54,10 @@ STEPS_PER_TURN = 4096
 LEROBOT_STEPS_PER_TURN = 4095
 """LeRobot normalises degrees with 4095 (``(raw - mid) * 360 / 4095``); kept for compatibility."""
 
+OVERLOAD_PROTECTION_S = 2.0
+"""How long a servo's load may stay above its joint's ``overload`` before its protection switches the torque off:
+the STS3215's Protection_Time as shipped (200 × 10 ms), which LeRobot keeps."""
+
 
 class JointSpecError(ValueError):
     """A joint name, id or vector does not fit the SO-101 joint specification."""
@@ -71,6 +76,10 @@ class JointSpec:
     sage_name: str  # column name in SAGE motion files
     label: str  # short column label of printed tables
     is_gripper: bool = False
+    # Load (fraction of max effort) above which the servo's overload protection counts, as LeRobot deploys it
+    # (Overload_Torque: the STS3215's 80 % as shipped, which LeRobot keeps on the arm servos and sets to 25 % on the
+    # gripper); held for OVERLOAD_PROTECTION_S, the servo switches its torque off.
+    overload: float = 0.80
 
     def __post_init__(self) -> None:
         if not self.lower < self.upper:
@@ -96,7 +105,8 @@ JOINTS: tuple[JointSpec, ...] = (
     JointSpec("elbow_flex", 3, -1.69, 1.69, _MAX_VEL, _STALL, "Elbow", "elbow"),
     JointSpec("wrist_flex", 4, -1.65806, 1.65806, _MAX_VEL, _STALL, "Wrist_Pitch", "wflex"),
     JointSpec("wrist_roll", 5, -2.74385, 2.84121, _MAX_VEL, _STALL, "Wrist_Roll", "wroll"),
-    JointSpec("gripper", 6, -0.174533, 1.74533, _MAX_VEL, _STALL, "Jaw", "grip", is_gripper=True),
+    JointSpec("gripper", 6, -0.174533, 1.74533, _MAX_VEL, _STALL, "Jaw", "grip", is_gripper=True,
+              overload=0.25),
 )
 
 JOINT_NAMES: tuple[str, ...] = tuple(j.name for j in JOINTS)

@@ -6,6 +6,7 @@ import logging
 
 import pytest
 
+from so101_common.joints import OVERLOAD_PROTECTION_S, joint_by_id
 from so101_driver.bus import Feedback, FeetechBus, ScanResult
 from so101_driver.errors import BusTimeout, CorruptPacket, PortError, ServoError
 from so101_feetech.control_table import MODEL_NUMBER_STS3215, ErrorBit, Register
@@ -166,6 +167,15 @@ def test_configure_lerobot(bus, servos):
     assert servos[5].get(Register.Max_Torque_Limit) == 1000
     assert servos[3].get(Register.Torque_Enable) == 1  # torque restored where it was on
     assert servos[4].get(Register.Torque_Enable) == 0
+
+
+def test_configured_protection_is_the_joint_specification(bus, servos):
+    """The compensator's and the safety filter's load limits derive from the joint specification's protection
+    facts: they are what a factory servo holds once configured as LeRobot configures it."""
+    bus.configure_lerobot(IDS, gripper_id=6)
+    for i in IDS:
+        assert servos[i].get(Register.Overload_Torque) / 100 == joint_by_id(i).overload
+        assert servos[i].get(Register.Protection_Time) * 0.01 == OVERLOAD_PROTECTION_S
 
 
 def test_configure_lerobot_writes_only_what_differs_and_keeps_a_holding_arm_powered(bus, servos, monkeypatch):

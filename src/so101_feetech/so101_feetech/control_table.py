@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
+from so101_common.joints import GRIPPER
+
 __all__ = [
     "Area",
     "RegisterSpec",
@@ -186,5 +188,5 @@ LEROBOT_SERVO_SETTINGS: tuple[tuple[Register, int], ...] = (
 LEROBOT_GRIPPER_SETTINGS: tuple[tuple[Register, int], ...] = (
     (Register.Max_Torque_Limit, 500),
     (Register.Protection_Current, 250),
-    (Register.Overload_Torque, 25),
+    (Register.Overload_Torque, round(GRIPPER.overload * 100)),  # the joint specification's protection facts
 )

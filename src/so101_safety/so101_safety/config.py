@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field, PrivateAttr, ValidationInfo, field_validator
 
-from so101_common.joints import JOINT_NAMES, JOINTS, joint
+from so101_common.joints import GRIPPER, JOINT_NAMES, JOINTS, OVERLOAD_PROTECTION_S, joint
 from so101_common.parameters import ParameterSpec, parameter_specs
 from so101_common.schema import Number, SchemaError, StrictModel, read_yaml, validate
 from so101_safety.errors import SafetyConfigError
@@ -26,6 +26,8 @@ __all__ = ["JointOverride", "JointLimits", "SafetyConfig", "NodeOptions", "load_
            "node_parameter_specs"]
 
 _OVERRIDABLE = ("margin", "max_velocity", "max_acceleration")
+# How far under the gripper servo's overload protection a grasp is taken (0.2 of max effort for LeRobot's 25 %).
+GRASP_LOAD_MARGIN = 0.05
 if TYPE_CHECKING:
     JointName = str
 else:
@@ -65,15 +67,16 @@ class SafetyConfig(StrictModel):
     watchdog_timeout: Number = Field(0.5, gt=0, description="s without an accepted command (or a measured state) → hold")
     smoothing_cutoff_hz: Number = Field(0.0, ge=0, description="first-order low-pass on the target before rate limiting; 0 = off")
     gripper_load_limit: Number = Field(
-        0.2, ge=0, description="fraction of max effort above which, held for gripper_load_hold, the gripper is grasping "
-        "(stops closing, eases to gripper_grasp_squeeze); below its servo's overload protection (LeRobot's gripper: "
-        "Overload_Torque 25 %, torque capped at 50 %); 0 = off")
+        GRIPPER.overload - GRASP_LOAD_MARGIN, ge=0, description="fraction of max effort above which, held for "
+        "gripper_load_hold, the gripper is grasping (stops closing, eases to gripper_grasp_squeeze); below its servo's "
+        f"overload protection (LeRobot's gripper: Overload_Torque {GRIPPER.overload * 100:g} %, torque capped at 50 %); 0 = off")
     gripper_load_hysteresis: Number = Field(
         0.15, ge=0, description="a grasp is released below gripper_load_limit − this (an object held at "
         "gripper_grasp_squeeze loads the gripper by about 0.13)")
     gripper_load_hold: Number = Field(
         0.5, ge=0, description="s the gripper load must stay above gripper_load_limit to count as a grasp: a free "
-        "gripper's load passes it for up to 0.31 s (measured), the servo's overload protection trips after 2 s")
+        f"gripper's load passes it for up to 0.31 s (measured), the servo's overload protection trips after "
+        f"{OVERLOAD_PROTECTION_S:g} s")
     gripper_grasp_squeeze: Number = Field(
         0.03, ge=0, description="rad: while grasping, the gripper output lies at most this far closed of the measured "
         "gripper (the squeeze that holds the object: about 13 % of max effort at P 16)")

@@ -33,6 +33,7 @@ from typing import Any, cast
 
 import numpy as np
 
+from so101_common.joints import OVERLOAD_PROTECTION_S
 from so101_common.joints import joint as joint_spec
 from so101_gaponet.bounds import (
     COMPENSATOR_MAX_DELTA,
@@ -48,19 +49,26 @@ __all__ = ["CompensatorConfig", "CompensatorError", "Compensator", "DeltaGuard",
 _log = logging.getLogger(__name__)
 
 # When the integral stops pushing a joint harder: its load (fraction of max effort) the way the correction pushes,
-# held for a time. A servo's overload protection switches its torque off once its load stays above
-# Overload_Torque for Protection_Time (2 s).
-# - The gripper (LeRobot: Overload_Torque 25 %): at once above 0.2. Measured without it: on a held-out arm the
-#   integral pushed a gripper that stiction held one count from its target for 16 s, to 34 % load, and it tripped
-#   (8 of 30 real SAGE motions).
-# - The arm joints (80 % as shipped): above 0.78 for 1 s, half the protection time (an easing correction brings
-#   the load under the threshold, which restarts the servo's timer). Gravity needs loads near it: a limit at once
-#   at 0.6 cost heavy_payload's shoulder_lift 86 → 43 %, at 0.75 population~2003's elbow_flex 80 → 47 % (measured);
-#   one held only past half the protection time acts where the servo would trip.
-GRIPPER_LOAD_LIMIT = 0.2
-GRIPPER_LOAD_HOLD_S = 0.0
-SERVO_LOAD_LIMIT = 0.78
-SERVO_LOAD_HOLD_S = 1.0
+# held for a time, under the servo's overload protection (so101_common.joints: a joint's ``overload``, held for
+# OVERLOAD_PROTECTION_S, switches its torque off).
+# - The gripper (LeRobot: 25 %): at once, 0.05 under it. Measured without it: on a held-out arm the integral pushed a
+#   gripper that stiction held one count from its target for 16 s, to 34 % load, and it tripped (8 of 30 real SAGE
+#   motions).
+# - The arm joints (80 %): 0.02 under it for half the protection time (an easing correction brings the load under
+#   the threshold, which restarts the servo's timer). Gravity needs loads near it: a limit at once at 0.6 cost
+#   heavy_payload's shoulder_lift 86 → 43 %, at 0.75 population~2003's elbow_flex 80 → 47 % (measured); one held only
+#   past half the protection time acts where the servo would trip.
+GRIPPER_LOAD_MARGIN = 0.05
+SERVO_LOAD_MARGIN = 0.02
+SERVO_LOAD_HOLD_S = OVERLOAD_PROTECTION_S / 2
+
+
+def default_load_limit(name: str) -> tuple[float, float]:
+    """``(load, hold s)`` above which the integral eases joint ``name``'s correction (see above)."""
+    spec = joint_spec(name)
+    if spec.is_gripper:
+        return spec.overload - GRIPPER_LOAD_MARGIN, 0.0
+    return spec.overload - SERVO_LOAD_MARGIN, SERVO_LOAD_HOLD_S
 
 
 class CompensatorError(ValueError):
@@ -190,8 +198,8 @@ class CompensatorConfig:
     direction_play: float | None = None
     # Per joint, the load (fraction of max effort, from the measured effort) above which, held for load_hold_s
     # (s), the integral eases that joint's correction instead of pushing further the way the servo already pushes
-    # (inf: no limit); None: GRIPPER_LOAD_LIMIT / GRIPPER_LOAD_HOLD_S on the gripper, SERVO_LOAD_LIMIT /
-    # SERVO_LOAD_HOLD_S on the arm joints.
+    # (inf: no limit); None: default_load_limit (under the servo's overload protection: 0.2 at once on the
+    # gripper, 0.78 held for 1 s on the arm joints).
     load_limits: tuple[float, ...] | None = None
     load_hold_s: tuple[float, ...] | None = None
     latency_window: int = 1000  # steps kept for the latency percentiles
@@ -345,10 +353,9 @@ class Compensator:
         # signed load per joint (fraction of max effort; 0 until an effort is measured) and the limit on it
         self._load = [0.0] * joints
         self._max_effort = [joint_spec(name).max_effort for name in config.joints]
-        self._load_limits = list(config.load_limits) if config.load_limits is not None else [
-            GRIPPER_LOAD_LIMIT if joint_spec(name).is_gripper else SERVO_LOAD_LIMIT for name in config.joints]
-        self._load_holds = list(config.load_hold_s) if config.load_hold_s is not None else [
-            GRIPPER_LOAD_HOLD_S if joint_spec(name).is_gripper else SERVO_LOAD_HOLD_S for name in config.joints]
+        defaults = [default_load_limit(name) for name in config.joints]
+        self._load_limits = list(config.load_limits) if config.load_limits is not None else [d[0] for d in defaults]
+        self._load_holds = list(config.load_hold_s) if config.load_hold_s is not None else [d[1] for d in defaults]
         self._loaded_s = [0.0] * joints  # how long each joint's load has been over its limit the way it pushes
         self._last_output: np.ndarray | None = None
         self._delta = np.zeros(joints)  # Δ applied on the latest step (0 on passthrough steps)
@@ -532,7 +539,7 @@ class Compensator:
             if feedback:
                 error = previous[j] - position[j] if fresh[j] else 0.0
                 step = gain * error if abs(error) <= bound and scale == 1.0 else 0.0
-                if abs(loads[j]) >= load_limits[j] and (current > 0) == (loads[j] > 0):
+                if abs(loads[j]) >= load_limits[j] and current * loads[j] > 0:
                     loaded_s[j] += step_s
                     if loaded_s[j] >= load_holds[j]:
                         # its servo already pushes the way the correction does, near its overload protection

@@ -328,3 +328,17 @@ def test_the_correction_eases_off_a_servo_that_already_pushes_near_its_overload_
     assert np.all(eased[:5] < over[:5])
     against = hold(0.8, np.array([0.3, 0.3, 0.3, 0.3, 0.3, -0.3]))  # the gripper pushing the other way: no limit to it
     assert against[5] > eased[5]
+
+
+def test_a_loaded_servo_does_not_stop_a_correction_that_would_relieve_it() -> None:
+    """The load limit eases a correction that pushes the way its servo already pushes hard; from zero, a correction
+    pushes no way yet, so it may start, whichever the servo's load (it froze at zero while the load was past the
+    limit the other way: a gripper pushing closed at 30 % could not get an opening correction)."""
+    comp = Compensator(CONFIG, load_model(SHIPPED_MODEL))
+    command = np.array([0.3, -0.6, 0.7, 0.5, 0.4, 0.6])
+    max_effort = np.array([spec.max_effort for spec in JOINTS])
+    step_s = 1.0 / comp.model.metadata.rate_hz
+    for i in range(100):  # 2 s: past every hold time
+        comp.update_measured(command - 0.01, np.zeros(6), stamp=i * step_s, effort=-0.9 * max_effort)
+        comp.compensate(command, now=i * step_s)
+    assert np.all(np.array(comp.status()["feedback_correction"]) > 0.005)

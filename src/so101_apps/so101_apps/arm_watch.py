@@ -1,22 +1,31 @@
 """What a motion's supervisor knows of the arm, without ROS: latest measured and commanded positions, whether
-the arm has come to rest at its command, how many joint states arrived, the driver's cycle rate as it reports
-it, the servos' temperatures, the servo faults reported since the motion started, and what a recording still
-waits for (``so101_apps.session.DeployMonitor`` feeds it from its subscriptions)."""
+the arm has come to rest at its command, how many joint states arrived and the longest time without one, the
+driver's cycle rate and counts as it reports them, the servos' temperatures, the servo faults reported since the
+motion started, and what a recording still waits for (``so101_apps.session.DeployMonitor`` feeds it from its subscriptions)."""
 
 from __future__ import annotations
 
 from collections import deque
 from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
 from so101_common.joints import JOINT_NAMES
 from so101_common.servo_faults import JOINT_KEY, SERVO_TELEMETRY, FaultSpanTracker, ServoFault, read_servo_faults
 
-__all__ = ["ArmWatch"]
+__all__ = ["ArmWatch", "StateGap"]
 
 DRIVER_RATE_KEY = "configured_rate_hz"  # in the driver's bus entry on /diagnostics (so101_driver.health)
 TEMPERATURE_KEY = SERVO_TELEMETRY["temperature"][0]  # in each answering servo's entry on /diagnostics
+
+
+@dataclass(frozen=True)
+class StateGap:
+    """The longest time without a joint state during a motion, and when it began (s since the motion started)."""
+
+    seconds: float = 0.0
+    at_s: float = 0.0
 
 
 class ArmWatch:
@@ -33,9 +42,12 @@ class ArmWatch:
         self.states = 0  # joint states received since mark()
         self.driver_rate_hz: float | None = None  # the driver's configured cycle rate, from its bus diagnostics
         self.bus_entries: list[dict[str, str]] = []  # the driver's bus diagnostics (key/values) since mark()
+        self.bus_before: dict[str, str] | None = None  # its last bus entry before mark(): where its counts started
         self.twin_seen: float | None = None  # when the live gap twin last published its state (None: not yet)
         self.temperatures = np.full(len(JOINT_NAMES), np.nan)  # °C, each servo's latest report (NaN: none yet)
         self._origin = now
+        self._last_state: float | None = None  # when the latest joint state arrived
+        self._longest_gap = StateGap()
         self._history: deque[tuple[float, np.ndarray]] = deque()  # (time, measured) of the last HISTORY_S
         self._expected: np.ndarray | None = None  # a pose to be commanded before the arm can be at rest at it
 
@@ -44,14 +56,27 @@ class ArmWatch:
         self._origin = now
         self.faults = FaultSpanTracker()
         self.states = 0
+        self._longest_gap = StateGap()
+        self.bus_before = self.bus_entries[-1] if self.bus_entries else self.bus_before
         self.bus_entries = []
 
     def on_state(self, names: Sequence[str], positions: Sequence[float], now: float) -> None:
         _store(names, positions, self.measured)
         self.states += 1
+        self._longest_gap = self.longest_gap(now)
+        self._last_state = now
         self._history.append((now, self.measured.copy()))
         while len(self._history) > 2 and self._history[1][0] <= now - self.HISTORY_S:
             self._history.popleft()
+
+    def longest_gap(self, now: float) -> StateGap:
+        """The longest time without a joint state since :meth:`mark`, counting the one still open at ``now``."""
+        if self._last_state is None:
+            return self._longest_gap
+        since = max(self._last_state, self._origin)
+        if now - since > self._longest_gap.seconds:
+            return StateGap(now - since, since - self._origin)
+        return self._longest_gap
 
     def expect_command(self, names: Sequence[str], positions: Sequence[float] | np.ndarray) -> None:
         """The arm is at rest only at this pose (a new motion's start): until it is commanded, and for the hold

@@ -17,8 +17,9 @@ import sys
 import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass
+from types import ModuleType
 
-__all__ = ["SUBCOMMANDS", "main", "build_parser"]
+__all__ = ["SUBCOMMANDS", "main", "build_parser", "command_parser"]
 
 
 @dataclass(frozen=True)
@@ -75,6 +76,14 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def command_parser(command: Subcommand) -> tuple[ModuleType, argparse.ArgumentParser]:
+    """The subcommand's module (imported now) and its argument parser."""
+    module = importlib.import_module(command.module)
+    parser = argparse.ArgumentParser(prog=f"so101 {command.name}", description=command.summary)
+    module.add_arguments(parser)
+    return module, parser
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
@@ -83,9 +92,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     command = next(c for c in SUBCOMMANDS if c.name == top.command)
-    module = importlib.import_module(command.module)
-    sub_parser = argparse.ArgumentParser(prog=f"so101 {command.name}", description=command.summary)
-    module.add_arguments(sub_parser)
+    module, sub_parser = command_parser(command)
     args = sub_parser.parse_args(rest)
     logging.basicConfig(level=logging.DEBUG if top.verbose else logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     try:

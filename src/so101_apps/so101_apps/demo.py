@@ -62,7 +62,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              f"config/motions/{{{','.join(DEFAULT_EVAL_MOTIONS)}}}.txt)")
     parser.add_argument("--excitation", type=int, default=COLLECTION.max_episodes,
                         help="most excitation episodes the compensator is trained on (collection stops earlier when "
-                             f"the next episode's validation improves by less than {COLLECTION.tolerance:.0%}; at least 2)")
+                             f"the next episode's validation improves by less than {COLLECTION.tolerance * 100:g} %%; at least 2)")
     parser.add_argument("--excitation-seconds", type=float, default=30.0, help="seconds per excitation episode")
     parser.add_argument("--motion", default="sweep", help="with --single: built-in motion (sweep, wave, hold), "
                                                           "excitation-<seed> or SAGE motion file")
@@ -220,6 +220,8 @@ def run(args: argparse.Namespace) -> int:
     compensated = _analyse({name: run.bag for name, run in compensated_runs.items()}, out / "compensated")
     comparison = write_comparison([baseline, compensated], ["baseline", "compensated"], out / "comparison")
     _print_comparison(comparison, [m.name for m in evaluation])
+    _print_stalls({**{f"uncompensated {m.name}": recorded[m.name] for m in evaluation},
+                   **{f"compensated {name}": run for name, run in compensated_runs.items()}})
     print(f"\ndone: everything is under {out}; before/after report in {out / 'comparison'}")
     return 0
 
@@ -231,6 +233,15 @@ def _print_comparison(comparison: dict, motions: list[str]) -> None:
     print("   " + "".join(f"{SHORT_NAMES[n]:>9}" for n in JOINT_NAMES))
     for key, label in (("before", "baseline"), ("after", "compensated"), ("change_percent", "change %")):
         print("   " + "".join(f"{_format(rmse[key].get(n)):>9}" for n in JOINT_NAMES) + f"   {label}")
+
+
+def _print_stalls(runs: dict[str, RecordedMotion]) -> None:
+    """The evaluation recordings in which the chain stalled: their figures measure the stall too."""
+    stalls = [f"{label}: {run.state_gap.seconds * 1000:.0f} ms from {run.state_gap.at_s:.1f} s"
+              for label, run in runs.items() if run.stalled]
+    if stalls:
+        print(f"   NOTE: no joint state for a while in {'; '.join(stalls)} (WARNING lines above): these figures "
+              "include the stall; run the demo again on a quieter machine for the arm's own")
 
 
 def _format(value: object) -> str:

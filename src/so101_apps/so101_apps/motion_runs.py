@@ -14,18 +14,22 @@ from pathlib import Path
 
 import numpy as np
 
+from so101_apps.arm_watch import StateGap
 from so101_bringup.children import raise_for_child, run_child
 from so101_common.joints import JOINT_NAMES, SHORT_NAMES
 from so101_common.paired_dataset import FaultSpan
 from so101_common.servo_faults import REMEDIES, ServoFaultKind, format_fault
 from so101_common.waiting import wait_for
-from so101_driver.health import CYCLE_CAPACITY_KEY
+from so101_driver.health import BUS_FAULT_COUNT_KEYS, CYCLE_CAPACITY_KEY, MISSED_CYCLES_KEY
 
 __all__ = ["MotionSpec", "RecordedMotion", "ServoFaultStop", "start_virtual_arm", "stop_virtual_arm",
-           "table_header", "table_row", "BusFigures", "rate_cause", "rate_line"]
+           "table_header", "table_row", "BusFigures", "rate_cause", "stall_cause", "stalled", "rate_line"]
 
 RATE_WARN_FRACTION = 0.9  # joint states below this fraction of the driver's rate: the recording shows the chain
 BUS_FAULTS_PER_S = 1.0  # retries + timeouts per second the driver reports above which the bus itself is failing
+# no joint state for this many of the driver's periods: the arm held its goal or the chain lost its state that long
+# (a 0.3 s stall took 14 points of wrist roll's cut out of one `make demo`), which the mean rate does not show
+STALL_PERIODS = 10
 
 
 @dataclass(frozen=True)
@@ -41,10 +45,17 @@ class RecordedMotion:
     start: float  # s on the ROS clock (the recorded messages' stamps) when the motion started
     stop: float  # ... when it ended or was stopped
     state_rate_hz: float  # joint states received per second while it played (the chain's health)
+    state_gap: StateGap = StateGap()  # the longest time without a joint state while it played
+    driver_rate_hz: float = math.nan  # the driver's configured cycle rate
     faults: tuple[FaultSpan, ...] = ()  # s since the motion started
     # °C per joint (JOINT_NAMES order; NaN: not reported) as the servos last reported at the start and at the end
     temperature_start: tuple[float, ...] = (math.nan,) * len(JOINT_NAMES)
     temperature_end: tuple[float, ...] = (math.nan,) * len(JOINT_NAMES)
+
+    @property
+    def stalled(self) -> bool:
+        """Whether the chain stalled while it played (:func:`stalled`)."""
+        return stalled(self.state_gap, self.driver_rate_hz)
 
     @property
     def heating(self) -> np.ndarray:
@@ -105,15 +116,19 @@ def table_row(seconds: float, measured: Iterable[float], commanded: Iterable[flo
 
 @dataclass(frozen=True)
 class BusFigures:
-    """What the driver measured of its bus over a recording (medians of its ``/diagnostics`` bus entries)."""
+    """What the driver measured of its bus over a recording: medians of its ``/diagnostics`` bus entries, and what
+    its counts rose by."""
 
     achieved_hz: float  # cycles per second it ran
     capacity_hz: float  # 1 / the mean duration of a cycle: the most the bus round-trip allows
     faults_per_s: float  # retries + timeouts per second
+    missed_cycles: int = 0  # cycles it did not run on time
+    bus_faults: int = 0  # retries, timeouts and corrupt replies
 
     @classmethod
-    def of(cls, entries: Sequence[Mapping[str, str]]) -> BusFigures | None:
-        """From the driver's bus entries (values as published); None without any."""
+    def of(cls, entries: Sequence[Mapping[str, str]], before: Mapping[str, str] | None = None) -> BusFigures | None:
+        """From the driver's bus entries (values as published) and, for its counts, its last entry ``before`` the
+        recording (without it, the counts rise from the first entry); None without any."""
         rows = []
         for values in entries:
             try:
@@ -124,7 +139,14 @@ class BusFigures:
         if not rows:
             return None
         achieved, capacity, faults = (float(np.median(column)) for column in zip(*rows, strict=True))
-        return cls(achieved, capacity, faults)
+        first, last = before or entries[0], entries[-1]
+
+        def rise(keys: Sequence[str]) -> int:
+            try:
+                return sum(int(last[key]) - int(first[key]) for key in keys)
+            except (KeyError, ValueError):
+                return 0
+        return cls(achieved, capacity, faults, rise([MISSED_CYCLES_KEY]), rise(BUS_FAULT_COUNT_KEYS))
 
 
 def rate_cause(state_rate_hz: float, driver_rate_hz: float, bus: BusFigures | None,
@@ -150,13 +172,41 @@ def rate_cause(state_rate_hz: float, driver_rate_hz: float, bus: BusFigures | No
             f"{state_rate_hz:.0f} Hz: the processes after it did not get the CPU ({load})")
 
 
+def stalled(gap: StateGap, driver_rate_hz: float) -> bool:
+    """Whether no joint state came for :data:`STALL_PERIODS` of the driver's periods or more."""
+    return gap.seconds * driver_rate_hz >= STALL_PERIODS
+
+
+def stall_cause(gap: StateGap, driver_rate_hz: float, bus: BusFigures | None, load_average: float | None,
+                cores: int | None) -> str:
+    """What held joint states up for ``gap``, from what the driver counted over the recording: the driver not
+    running its cycles (the servos then hold their last goals) for its bus or for its process, or its states not
+    reaching the recording."""
+    load = f"load average {load_average:.1f} on {cores} cores" if load_average is not None and cores else "load unknown"
+    if bus is None:
+        return f"the driver reported no bus figures ({load})"
+    if bus.missed_cycles < 0.5 * gap.seconds * driver_rate_hz:
+        return (f"the driver missed only {bus.missed_cycles} cycles: its joint states did not reach the recording "
+                f"(the processes after it; {load})")
+    if bus.bus_faults:
+        return (f"the driver missed {bus.missed_cycles} cycles and its bus had {bus.bus_faults} retries and timeouts "
+                "(a servo not answering, a loose cable or the wrong baud rate): the servos held their last goals")
+    return (f"the driver missed {bus.missed_cycles} cycles with no bus retries or timeouts: its process did not run "
+            f"(the CPU or the machine; {load}), and the servos held their last goals")
+
+
 def rate_line(message: str, state_rate_hz: float, driver_rate_hz: float, bus: BusFigures | None = None,
-              load_average: float | None = None, cores: int | None = None) -> str:
+              load_average: float | None = None, cores: int | None = None, gap: StateGap | None = None) -> str:
     """The recording's line: where it went and the chain's health, with a warning naming what limited the rate
-    when joint states came late (:func:`rate_cause`)."""
+    when joint states came late (:func:`rate_cause`) and one naming what held them up when none came for
+    :data:`STALL_PERIODS` of the driver's periods or more (:func:`stall_cause`)."""
     line = f"   recorded: {message}; joint states at {state_rate_hz:.0f} Hz (driver: {driver_rate_hz:g} Hz)"
     if state_rate_hz < RATE_WARN_FRACTION * driver_rate_hz:
         line += (f"\n   WARNING: joint states at {state_rate_hz / driver_rate_hz:.0%} of the driver's rate, limited by "
                  f"{rate_cause(state_rate_hz, driver_rate_hz, bus, load_average, cores)}; the recording shows it "
                  "(late commands, lag) on top of the arm's gap")
+    if gap is not None and stalled(gap, driver_rate_hz):
+        line += (f"\n   WARNING: no joint state for {gap.seconds * 1000:.0f} ms from {gap.at_s:.1f} s: "
+                 f"{stall_cause(gap, driver_rate_hz, bus, load_average, cores)}; the recording shows it on top of "
+                 "the arm's gap")
     return line

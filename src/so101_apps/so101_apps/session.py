@@ -175,6 +175,7 @@ def _record_motion(name: str, duration: float, player: MotionPlayerNode, monitor
         print(table_row(time.monotonic() - start, watch.measured, watch.commanded), flush=True)
     stopped = monitor.now()
     state_rate_hz = watch.states / max(stopped - started, 1e-9)
+    state_gap = watch.longest_gap(stopped)
     faults = watch.faults.spans()
     if faults:
         player.hold(watch.measured)
@@ -184,7 +185,8 @@ def _record_motion(name: str, duration: float, player: MotionPlayerNode, monitor
         wait_for(lambda: bool(recorder.recorder.current_faults()), timeout=2.0)
     bag = recorder.stop_episode()
     graph.raise_for_stopped_nodes()  # the episode is kept; the driver's own error ends the session
-    print(rate_line(str(bag), state_rate_hz, watch.driver_rate_hz or float("nan"), BusFigures.of(watch.bus_entries),
-                    os.getloadavg()[0], os.cpu_count()))
-    return RecordedMotion(bag, started, stopped, state_rate_hz, tuple(faults), temperature_start,
-                          tuple(watch.temperatures.tolist()))
+    driver_rate_hz = watch.driver_rate_hz or float("nan")
+    print(rate_line(str(bag), state_rate_hz, driver_rate_hz, BusFigures.of(watch.bus_entries, watch.bus_before),
+                    os.getloadavg()[0], os.cpu_count(), state_gap))
+    return RecordedMotion(bag, started, stopped, state_rate_hz, state_gap, driver_rate_hz, tuple(faults),
+                          temperature_start, tuple(watch.temperatures.tolist()))

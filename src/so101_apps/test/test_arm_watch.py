@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
-from so101_apps.arm_watch import ArmWatch
+from so101_apps.arm_watch import ArmWatch, StateGap
 from so101_common.joints import JOINT_NAMES
 from so101_common.servo_faults import ServoFault, ServoFaultKind
 
@@ -125,3 +126,31 @@ def test_a_diagnostics_array_gives_the_driver_s_rate_the_servo_temperatures_and_
     assert watch.driver_rate_hz == 100.0 and watch.bus_entries[-1]["achieved_rate_hz"] == "99.8"
     assert watch.temperatures[JOINT_NAMES.index("shoulder_lift")] == 41.0 and np.isnan(watch.temperatures[0])
     assert watch.recording_waits(0.4, set(), twin=False) == []
+
+
+def test_the_longest_time_without_a_joint_state_counts_from_the_motion_start_and_up_to_now() -> None:
+    watch = ArmWatch(now=0.0)
+    for t in (0.0, 0.01, 0.5):  # a 0.49 s hole before the motion: not this motion's
+        watch.on_state(JOINT_NAMES, POSE, now=t)
+    watch.mark(now=0.52)
+    for t in (0.53, 0.54, 0.88, 0.89):
+        watch.on_state(JOINT_NAMES, POSE, now=t)
+    assert _pair(watch.longest_gap(0.89)) == pytest.approx((0.34, 0.02))
+    assert _pair(watch.longest_gap(1.4)) == pytest.approx((0.51, 0.37))  # still open
+    watch.mark(now=2.0)  # the hole still open at the next motion's start counts from that start
+    watch.on_state(JOINT_NAMES, POSE, now=2.05)
+    assert _pair(watch.longest_gap(2.05)) == pytest.approx((0.05, 0.0))
+
+
+def _pair(gap: StateGap) -> tuple[float, float]:
+    return gap.seconds, gap.at_s
+
+
+def test_a_new_motion_s_driver_counts_start_from_its_last_report_before_it() -> None:
+    watch = ArmWatch(now=0.0)
+    watch.on_diagnostics([({"configured_rate_hz": "100", "missed_cycles": "3"}, "bus ok")], now=0.5)
+    watch.on_diagnostics([({"configured_rate_hz": "100", "missed_cycles": "4"}, "bus ok")], now=1.5)
+    watch.mark(now=1.6)
+    assert watch.bus_before == {"configured_rate_hz": "100", "missed_cycles": "4"} and watch.bus_entries == []
+    watch.mark(now=1.7)  # no report in between: still the last one before
+    assert watch.bus_before == {"configured_rate_hz": "100", "missed_cycles": "4"}

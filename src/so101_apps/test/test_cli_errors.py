@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from so101_apps.cli import SUBCOMMANDS, Subcommand, command_parser
 from so101_apps.cli import main as so101
 
 BAD_INPUTS = [
@@ -20,6 +21,13 @@ BAD_INPUTS = [
     (["train-gaponet", "--dataset", "{tmp}/missing", "--out", "{tmp}/model.onnx"], "is not a paired dataset"),
     (["scan", "--port", "{tmp}/no_such_port"], "cannot open"),
 ]
+
+
+@pytest.mark.parametrize("command", SUBCOMMANDS, ids=[c.name for c in SUBCOMMANDS])
+def test_every_command_s_help_renders(command: Subcommand) -> None:
+    """``so101 demo --help`` ended in a ValueError: a help text's ``%`` is a format character to argparse."""
+    _module, parser = command_parser(command)
+    assert parser.format_help().startswith(f"usage: so101 {command.name}")
 
 
 def _one_error_line(err: str, expected: str) -> None:

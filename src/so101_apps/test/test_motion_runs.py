@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from so101_apps.arm_watch import StateGap
 from so101_apps.motion_runs import BusFigures, ServoFaultStop, rate_line, table_header, table_row
 from so101_common.paired_dataset import FaultSpan
+from so101_driver.feedback import BusCounters
+from so101_driver.health import count_values
 
 
 def _bus_entry(achieved: float, capacity: float, retries: float = 0.0, timeouts: float = 0.0) -> dict[str, str]:
@@ -47,6 +50,46 @@ def test_bus_faults_are_named_before_the_rate() -> None:
 def test_without_the_driver_s_figures_the_line_says_so() -> None:
     assert BusFigures.of([{"achieved_rate_hz": "n/a"}]) is None
     assert "the driver reported no bus figures (load average 1.0 on 2 cores)" in rate_line("bags/x", 50.0, 100.0, None, 1.0, 2)
+
+
+def _counted(missed: int, retries: int = 0, timeouts: int = 0) -> dict[str, str]:
+    """A bus entry at 100 Hz with the driver's counts since it started, as so101_driver.health writes them."""
+    return {**_bus_entry(100.0, 390.0), **count_values(BusCounters(retries=retries, timeouts=timeouts), missed)}
+
+
+def test_bus_figures_count_what_the_driver_counted_since_its_report_before_the_recording() -> None:
+    bus = BusFigures.of([_counted(40, retries=2), _counted(73, retries=2, timeouts=1)], before=_counted(7))
+    assert (bus.missed_cycles, bus.bus_faults) == (66, 3)
+    assert (BusFigures.of([_counted(40), _counted(73)]).missed_cycles) == 33  # without it: from the first entry
+
+
+def test_a_stalled_driver_is_named_with_its_missed_cycles_and_the_goals_it_held() -> None:
+    # what the demo recorded (2026-11-26): no joint state for 340 ms, the driver 33 cycles late, its bus clean
+    bus = BusFigures.of([_counted(33)], before=_counted(0))
+    line = rate_line("bags/x", 99.0, 100.0, bus, load_average=0.6, cores=2, gap=StateGap(0.34, 1.9))
+    assert "joint states at 99 Hz" in line and "of the driver's rate" not in line  # the mean rate hides it
+    assert ("WARNING: no joint state for 340 ms from 1.9 s: the driver missed 33 cycles with no bus retries or "
+            "timeouts: its process did not run (the CPU or the machine; load average 0.6 on 2 cores), and the servos "
+            "held their last goals; the recording shows it") in line
+
+
+def test_a_stall_with_bus_faults_names_the_bus() -> None:
+    line = rate_line("bags/x", 98.0, 100.0, BusFigures.of([_counted(25, timeouts=12)], before=_counted(0)), 0.5, 2,
+                     gap=StateGap(0.3, 4.0))
+    assert "from 4.0 s: the driver missed 25 cycles and its bus had 12 retries and timeouts (a servo not" in line
+
+
+def test_a_stall_after_a_driver_that_kept_its_cycle_points_at_the_processes_after_it() -> None:
+    line = rate_line("bags/x", 97.0, 100.0, BusFigures.of([_counted(1)], before=_counted(0)), 3.5, 2,
+                     gap=StateGap(0.2, 12.0))
+    assert ("no joint state for 200 ms from 12.0 s: the driver missed only 1 cycles: its joint states did not reach "
+            "the recording (the processes after it; load average 3.5 on 2 cores)") in line
+
+
+def test_a_gap_under_ten_driver_periods_is_no_stall() -> None:
+    bus = BusFigures.of([_counted(8)], before=_counted(0))
+    assert "WARNING" not in rate_line("bags/x", 99.0, 100.0, bus, 0.5, 2, gap=StateGap(0.099, 3.0))
+    assert "no joint state for 100 ms" in rate_line("bags/x", 99.0, 100.0, bus, 0.5, 2, gap=StateGap(0.1, 3.0))
 
 
 def test_table_row_lines_up_with_its_header() -> None:

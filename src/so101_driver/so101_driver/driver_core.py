@@ -46,6 +46,7 @@ from so101_driver.health import (
     DiagnosticEntry,
     FaultWindow,
     bus_status,
+    count_values,
     rate_values,
     servo_entry,
     servo_fault_kinds,
@@ -584,17 +585,13 @@ class DriverCore:
             if self.bus_error else ""
         rejected, self._rejected_reported = self.commands_rejected - self._rejected_reported, self.commands_rejected
         level, message = bus_status(self.config, rates, port_error, faulted, len(telemetry), rejected)
-        counters = self.bus.counters
         values = {
             "port": self.bus.port,
             "torque_enabled": str(self.torque_enabled),
             "cycles": str(self.cycles),
             CYCLE_CAPACITY_KEY: f"{self.cycle_rate_hz():.1f}",
             **rate_values(self.config, rates),
-            "retries": str(counters.retries),
-            "timeouts": str(counters.timeouts),
-            "corrupt_packets": str(counters.corrupt),
-            "missed_cycles": str(self.missed_cycles),
+            **count_values(self.bus.counters, self.missed_cycles),
             "commands_accepted": str(self.commands_accepted),
             "commands_rejected": str(self.commands_rejected),
             **{diagnostic_key(RejectReason(reason)): str(count) for reason, count in sorted(self.rejections.items())},

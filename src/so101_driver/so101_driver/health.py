@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from so101_driver.driver_core import DriverConfig
     from so101_driver.readings import ServoTelemetry
 
-__all__ = ["CYCLE_CAPACITY_KEY", "DiagnosticEntry", "FaultRates", "FaultWindow", "bus_status", "rate_values", "servo_entry",
+__all__ = ["BUS_FAULT_COUNT_KEYS", "CYCLE_CAPACITY_KEY", "MISSED_CYCLES_KEY", "DiagnosticEntry", "FaultRates", "FaultWindow", "bus_status", "count_values", "rate_values", "servo_entry",
            "servo_fault_kinds"]
 
 
@@ -76,6 +76,10 @@ class FaultWindow:
 # the bus entry's key for 1 / the mean cycle duration: the most the bus round-trip allows (readers tell what
 # limits the rate by it: so101_bringup's recording line)
 CYCLE_CAPACITY_KEY = "cycle_capacity_hz"
+# the bus entry's counts since the driver started (readers take their difference over a recording): cycles the
+# driver did not run on time, and the bus's failed transactions
+MISSED_CYCLES_KEY = "missed_cycles"
+BUS_FAULT_COUNT_KEYS = ("retries", "timeouts", "corrupt_packets")
 
 # a rate over a shorter window says little (a handful of cycles): not judged
 _MIN_RATE_WINDOW_S = 0.5
@@ -124,6 +128,12 @@ def rate_values(config: DriverConfig, rates: FaultRates) -> dict[str, str]:
         "missed_cycles_per_s": f"{rates.missed_cycles_per_s:.2f}",
         "window_s": f"{rates.window_s:.2f}",
     }
+
+
+def count_values(counters: BusCounters, missed_cycles: int) -> dict[str, str]:
+    retries, timeouts, corrupt = BUS_FAULT_COUNT_KEYS
+    return {retries: str(counters.retries), timeouts: str(counters.timeouts), corrupt: str(counters.corrupt),
+            MISSED_CYCLES_KEY: str(missed_cycles)}
 
 
 def servo_fault_kinds(config: DriverConfig, t: ServoTelemetry) -> tuple[ServoFaultKind, ...]:

@@ -241,8 +241,8 @@ class GapTwin:
             self._early.append((stamp, np.asarray(position, dtype=np.float64)))
             return []
         last = self._last_command
-        if last is None or abs(stamp - last) > self.config.restart_after_s:
-            self._start(stamp)
+        if (last is None or abs(stamp - last) > self.config.restart_after_s) and not self._start(stamp):
+            return []  # a joint has not been measured yet (its servo did not answer): start at a later command
         self.replay.command(stamp, position)
         self._last_command = stamp if last is None else max(stamp, last)
         return self._pair()
@@ -251,14 +251,20 @@ class GapTwin:
         """Start again from the measured pose at the next command."""
         self._last_command = None
 
-    def _start(self, stamp: float) -> None:
-        times = [t for t, _ in self._recent]
+    def _start(self, stamp: float) -> bool:
+        """Start the replay from the measured pose at ``stamp``, each joint from its finite readings (a joint
+        whose servo did not answer reads NaN); False, not started, while a joint has none among the recent ones."""
+        times = np.array([t for t, _ in self._recent])
         poses = np.array([p for _, p in self._recent])
-        pose = np.array([np.interp(stamp, times, poses[:, j]) for j in range(_J)])
+        measured = np.isfinite(poses)
+        if not measured.any(axis=0).all():
+            return False
+        pose = np.array([np.interp(stamp, times[measured[:, j]], poses[measured[:, j], j]) for j in range(_J)])
         self.replay.start(stamp, pose)
         self.rmse.reset()
         self.starts += 1
         self.last = None
+        return True
 
     def _pair(self) -> list[GapSample]:
         replay = self.replay

@@ -60,3 +60,44 @@ def test_fault_spans_are_marked_in_pairing_and_reports_and_left_out_of_the_metri
     assert summary["overall"]["position"]["rmse"]["elbow_flex"] < 0.01
     page = (tmp_path / "report" / "report.html").read_text()
     assert "Servo faults" in page and "elbow_flex: overload from" in page
+
+
+def test_a_servo_that_did_not_answer_at_the_start_keeps_the_other_joints_measured_start(tmp_path: Path,
+                                                                                        caplog: pytest.LogCaptureFixture):
+    """The replay starts from the measured pose at the first command; one NaN reading (a servo that did not
+    answer, anywhere in the recording) made every joint start from the first command instead."""
+    from so101_sim2real.replay.core import load_bag_source
+
+    path = next_episode_path(tmp_path, "real")
+    offset = np.array([0.05, -0.04, 0.03, 0.02, -0.06, 0.1])  # the arm rests this far from the first command
+    wrist_roll = JOINT_NAMES.index("wrist_roll")
+    with EpisodeWriter(path, EpisodeMetadata(name="", robot_id="r", task="real")) as writer:
+        for k in range(100):
+            t = k * 0.01
+            command = 0.3 * np.sin(2 * np.pi * 0.5 * t + np.arange(6))
+            measured = offset.copy() if k < 20 else command.copy()
+            if k < 30:
+                measured[wrist_roll] = np.nan  # wrist_roll did not answer for its first 0.3 s ...
+            if k == 60:
+                measured[:] = np.nan  # ... and no servo answered once mid-way
+            stamp = round((T0 + t) * 1e9)
+            writer.write("/joint_states", JOINT_STATE, joint_state_cdr(T0 + t, JOINT_NAMES, measured, np.zeros(6), np.zeros(6)), stamp)
+            if k >= 5:
+                writer.write("/joint_command", JOINT_STATE, joint_state_cdr(T0 + t, JOINT_NAMES, command, np.zeros(6), np.zeros(6)), stamp)
+    source = load_bag_source(path)
+    expected = offset.copy()
+    expected[wrist_roll] = source.command.position[30 - 5, wrist_roll]  # its first reading (k = 30: the command then)
+    np.testing.assert_allclose(source.initial_position, expected, atol=1e-9)
+    assert "no measured state" not in caplog.text
+    caplog.clear()
+    never = next_episode_path(tmp_path, "real")
+    with EpisodeWriter(never, EpisodeMetadata(name="", robot_id="r", task="real")) as writer:
+        for k in range(50):
+            t, command = k * 0.01, np.full(6, 0.2)
+            measured = np.where(np.arange(6) == wrist_roll, np.nan, offset)
+            stamp = round((T0 + t) * 1e9)
+            writer.write("/joint_states", JOINT_STATE, joint_state_cdr(T0 + t, JOINT_NAMES, measured, np.zeros(6), np.zeros(6)), stamp)
+            writer.write("/joint_command", JOINT_STATE, joint_state_cdr(T0 + t, JOINT_NAMES, command, np.zeros(6), np.zeros(6)), stamp)
+    source = load_bag_source(never)
+    np.testing.assert_allclose(source.initial_position, np.where(np.arange(6) == wrist_roll, 0.2, offset), atol=1e-12)
+    assert "has no measured state of wrist_roll on /joint_states: starting it from the first command" in caplog.text

@@ -160,3 +160,28 @@ def test_band_file_round_trip_and_bad_files(tmp_path: Path) -> None:
     with pytest.raises(TwinError, match="warm samples"):
         fit_band([gap_series("short", [])], window_s=1.0)
     assert isinstance(band, TwinBand)
+
+
+def test_a_joint_that_does_not_answer_delays_the_start_and_never_the_pose_it_starts_from() -> None:
+    """The driver publishes NaN for a servo that did not answer; the twin took it into its start pose and its
+    MuJoCo reset raised, which ended the twin's process and the demo (seen on a loaded machine at start-up)."""
+    twin = GapTwin(MujocoSim(), TwinConfig(window_s=0.5))
+    pose = np.array([0.2, -0.3, 0.5, 0.1, -0.2, 0.4])
+    silent = np.where(np.arange(J) == 0, pose, np.nan)  # only shoulder_pan answers
+    for k in range(20):  # 0.2 s of states from one servo, commands at 50 Hz
+        twin.on_measured(k * 0.01 + 0.002, silent)
+        if k % 2 == 0:
+            assert twin.on_command(k * 0.01, pose) == []
+    assert twin.starts == 0 and not twin.started
+    lift = JOINT_NAMES.index("shoulder_lift")
+    half = silent.copy()
+    half[lift:] = pose[lift:]
+    half[lift] = np.nan  # all but shoulder_lift answer now
+    twin.on_measured(0.202, half)
+    twin.on_measured(0.212, pose)  # every servo answers
+    twin.on_measured(0.222, np.where(np.arange(J) == lift, np.nan, pose))  # shoulder_lift drops out again
+    twin.on_command(0.22, pose)
+    assert twin.starts == 1
+    samples = twin.on_measured(0.232, pose) + twin.on_command(0.24, pose) + twin.on_measured(0.242, pose)
+    assert samples and np.all(np.isfinite(samples[-1].sim_position))
+    assert np.abs(samples[-1].sim_position - pose).max() < 2e-3  # started where the arm was, lift from its one reading

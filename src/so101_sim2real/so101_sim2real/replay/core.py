@@ -77,8 +77,12 @@ class ReplaySource:
 
 
 def _state_at(state: JointTrajectory, when: float) -> np.ndarray:
-    """The measured position at ``when`` (linear interpolation, clamped to the recording's ends)."""
-    return np.array([np.interp(when, state.time, state.position[:, j]) for j in range(state.position.shape[1])])
+    """The measured position at ``when`` (linear interpolation, clamped to the recording's ends), each joint from
+    its finite readings (a servo that did not answer reads NaN); NaN for a joint without any."""
+    position = state.position
+    read = np.isfinite(position)
+    return np.array([np.interp(when, state.time[read[:, j]], position[read[:, j], j]) if read[:, j].any() else np.nan
+                     for j in range(position.shape[1])])
 
 
 def load_bag_source(path: str | Path, command_topic: str = COMMAND_TOPIC, state_topic: str = STATE_TOPIC) -> ReplaySource:
@@ -97,11 +101,14 @@ def load_bag_source(path: str | Path, command_topic: str = COMMAND_TOPIC, state_
     if state is not None:
         check_recording(state.time, state.position, f"bag {path} {state_topic}", state.names, allow_nan=True,
                         error=ReplayError)
-    if state is not None and len(state) and np.isfinite(state.position).all():
-        initial = _state_at(state, float(command.time[0]))
-    else:
-        _LOG.warning("bag %s has no measured state on %s: starting from the first command", path, state_topic)
-        initial = command.position[0]
+    first = command.position[0]
+    initial = _state_at(state, float(command.time[0])) if state is not None and len(state) else np.full_like(first, np.nan)
+    unmeasured = ~np.isfinite(initial)
+    if unmeasured.any():
+        joints = "every joint" if unmeasured.all() else ", ".join(n for n, u in zip(command.names, unmeasured, strict=True) if u)
+        _LOG.warning("bag %s has no measured state of %s on %s: starting it from the first command", path, joints,
+                     state_topic)
+        initial = np.where(unmeasured, first, initial)
     return ReplaySource(path.name, command, initial, {"format": "bag", "path": str(path), "truncated": bag.truncation,
                                                        "command_topic": command_topic, "state_topic": state_topic})
 

@@ -10,7 +10,14 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from so101_common.waiting import wait_for
+
 __all__ = ["run_node"]
+
+# how long after an error in a callback the node waits for a shutdown already under way: rclpy's signal handler
+# wakes the executor before it shuts the context down, and a subscription taken in between fails ("Unable to
+# convert call argument '0' to Python object", seen at the end of a demo episode)
+SHUTDOWN_GRACE_S = 0.5
 
 
 def run_node(factory: Callable[[], Any], args: Sequence[str] | None, name: str,
@@ -20,7 +27,8 @@ def run_node(factory: Callable[[], Any], args: Sequence[str] | None, name: str,
 
     ``fatal`` errors (bad parameters, a model that does not fit, a port that does not open) are
     printed once as ``<name>: error: ...`` and give exit code 1; an error raised by a callback that the
-    shutdown interrupted ends the node quietly (exit code 0); anything else propagates with its traceback. ``spin`` replaces ``rclpy.spin`` (e.g. spin until a job is done); ``on_exit`` runs
+    shutdown interrupted, or that came within :data:`SHUTDOWN_GRACE_S` before it, ends the node quietly
+    (exit code 0); anything else propagates with its traceback. ``spin`` replaces ``rclpy.spin`` (e.g. spin until a job is done); ``on_exit`` runs
     before the node is destroyed (e.g. close a file it was writing).
     """
     import rclpy
@@ -38,8 +46,9 @@ def run_node(factory: Callable[[], Any], args: Sequence[str] | None, name: str,
         return 1
     except Exception:
         # Ctrl-C shuts the context down under a callback that is running (a timer mid-publish: "publisher's
-        # context is invalid"): that is the node stopping as asked, not an error to print a traceback for.
-        if rclpy.ok():
+        # context is invalid"), or just after it failed: that is the node stopping as asked, not an error to
+        # print a traceback for.
+        if not wait_for(lambda: not rclpy.ok(), timeout=SHUTDOWN_GRACE_S):
             raise
     finally:
         if node is not None:

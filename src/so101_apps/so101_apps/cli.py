@@ -21,6 +21,8 @@ from types import ModuleType
 
 __all__ = ["SUBCOMMANDS", "main", "build_parser", "command_parser"]
 
+_TRACEBACK_HINT = "(so101 -v for the traceback)"
+
 
 @dataclass(frozen=True)
 class Subcommand:
@@ -103,7 +105,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if top.verbose:
             traceback.print_exc()
         message = " ".join(str(err).split()) or type(err).__name__
-        hint = "" if top.verbose else " (so101 -v for the traceback)"
+        hint = "" if top.verbose or message.endswith(_TRACEBACK_HINT) else f" {_TRACEBACK_HINT}"  # a child's has it
         print(f"so101 {command.name}: error: {message}{hint}", file=sys.stderr)
         return 1
 

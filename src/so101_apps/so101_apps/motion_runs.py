@@ -21,6 +21,7 @@ from so101_common.paired_dataset import FaultSpan
 from so101_common.servo_faults import REMEDIES, ServoFaultKind, format_fault
 from so101_common.waiting import wait_for
 from so101_driver.health import BUS_FAULT_COUNT_KEYS, CYCLE_CAPACITY_KEY, MISSED_CYCLES_KEY
+from so101_virtual.profiles import load_profile
 
 __all__ = ["MotionSpec", "RecordedMotion", "ServoFaultStop", "start_virtual_arm", "stop_virtual_arm",
            "table_header", "table_row", "BusFigures", "rate_cause", "stall_cause", "stalled", "rate_line"]
@@ -79,7 +80,9 @@ class ServoFaultStop(RuntimeError):
 
 def start_virtual_arm(profile: str, folder: Path) -> tuple[subprocess.Popen[bytes], Path, Path]:
     """``so101 virtual-bus`` in its own process (as the launch files start it): its physics thread
-    then never competes with the driver for this interpreter's GIL. Returns (process, link, calibration)."""
+    then never competes with the driver for this interpreter's GIL. Returns (process, link, calibration).
+    A profile that does not load is refused before anything is started or written."""
+    load_profile(profile)
     folder.mkdir(parents=True, exist_ok=True)
     cli = [sys.executable, "-m", "so101_apps.cli", "virtual-bus"]
     run_child([*cli, "--write-calibration", str(folder)], "the virtual SO-101 could not write its calibration")

@@ -44,6 +44,7 @@ from so101_bringup.node_specs import GraphOptions, deploy_graph
 from so101_common import topics
 from so101_common.servo_faults import format_fault
 from so101_common.waiting import wait_for
+from so101_gaponet.model_file import read_metadata
 from so101_policy.motion_player_node import MotionPlayerNode
 from so101_policy.motions import load_motion, sample
 from so101_recorder.recorder_node import RecorderNode
@@ -95,8 +96,11 @@ def run_session(label: str, opts: GraphOptions, motions: Sequence[MotionSpec], p
     there (the motions after it are not played)."""
     if opts.bag_root is None:
         raise ValueError("a session records every motion: its GraphOptions need a bag_root")
-    # every motion read (and refused: empty, not finite, not radians, ...) before the arm or a node starts
+    # every motion read (and refused: empty, not finite, not radians, ...) before the arm or a node starts, and
+    # the compensator's model file
     loaded = {spec.name: load_motion(spec.source, duration=spec.seconds) for spec in motions}
+    if opts.compensation and opts.gaponet_model:
+        read_metadata(opts.gaponet_model)
     bag_root = Path(opts.bag_root)
     profile = opts.gap_profile or "default"
     arm_text = f"virtual SO-101 (profile {profile})" if virtual else f"SO-101 on {opts.port}"

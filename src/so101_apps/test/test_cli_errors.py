@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -43,10 +42,24 @@ def test_bad_input_is_one_line_and_exit_1(argv, expected, tmp_path, capfd):
 
 
 def test_a_child_process_error_reaches_the_console_as_its_one_line(tmp_path):
-    """``so101 demo`` starts the virtual arm as a child: its message, not the parent's traceback."""
-    done = subprocess.run([sys.executable, "-m", "so101_apps.cli", "demo", "--profile", "nosuch", "--single",
-                           "--out", str(tmp_path / "run")], capture_output=True, text=True, timeout=120)
+    """``so101 demo`` starts the virtual arm as a child: its message, not the parent's traceback (here it cannot
+    write the arm's calibration: a folder holds the file's name)."""
+    (tmp_path / "run" / "compensated" / "virtual_arm" / "virtual_follower.json").mkdir(parents=True)
+    done = subprocess.run([sys.executable, "-m", "so101_apps.cli", "demo", "--single", "--out", str(tmp_path / "run")],
+                          capture_output=True, text=True, timeout=120)
     assert done.returncode == 1
-    _one_error_line(done.stderr, "so101 demo: error: the virtual SO-101 did not start: so101 virtual-bus: unknown "
-                                 "gap profile 'nosuch'; shipped profiles: default")
-    assert str(Path(tmp_path / "run")) in done.stderr  # where the child's whole log is
+    _one_error_line(done.stderr, "so101 demo: error: the virtual SO-101 could not write its calibration: so101 "
+                                 "virtual-bus: error: [Errno 21] Is a directory")
+    assert done.stderr.count("so101 -v for the traceback") == 1
+
+
+@pytest.mark.parametrize("argv", [["run-motion", "--profile", "defualt"], ["demo", "--single", "--profile", "defualt"],
+                                  ["run-motion", "--compensator", "{tmp}/missing.onnx"]],
+                         ids=["run-motion profile", "demo profile", "run-motion model"])
+def test_a_misspelled_profile_or_a_missing_model_is_refused_before_anything_is_written(argv, tmp_path, capfd):
+    out = tmp_path / "run"
+    assert so101([a.format(tmp=tmp_path) for a in argv] + ["--motion", "wave", "--out", str(out)]) == 1
+    err = capfd.readouterr().err
+    expected = "model file" if "--compensator" in argv else "unknown gap profile 'defualt' (did you mean 'default'?)"
+    _one_error_line(err, expected)
+    assert not out.exists()

@@ -39,6 +39,7 @@ from so101_apps.session import run_session
 from so101_bringup.node_specs import GraphOptions
 from so101_bringup.share import config_dir
 from so101_common import topics
+from so101_common.cli_args import non_negative_float, positive_float, positive_int
 from so101_common.joints import JOINT_NAMES, SHORT_NAMES
 from so101_common.paired_dataset import PairedDataset
 from so101_feetech.control_table import Register
@@ -60,13 +61,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--eval-motion", nargs="+", default=None, metavar="FILE",
                         help="evaluation motions, never trained on (SAGE motion files or built-in names; default "
                              f"config/motions/{{{','.join(DEFAULT_EVAL_MOTIONS)}}}.txt)")
-    parser.add_argument("--excitation", type=int, default=COLLECTION.max_episodes,
+    parser.add_argument("--excitation", type=positive_int, default=COLLECTION.max_episodes,
                         help="most excitation episodes the compensator is trained on (collection stops earlier when "
                              f"the next episode's validation improves by less than {COLLECTION.tolerance * 100:g} %%; at least 2)")
-    parser.add_argument("--excitation-seconds", type=float, default=30.0, help="seconds per excitation episode")
+    parser.add_argument("--excitation-seconds", type=positive_float, default=30.0, help="seconds per excitation episode")
     parser.add_argument("--motion", default="sweep", help="with --single: built-in motion (sweep, wave, hold), "
                                                           "excitation-<seed> or SAGE motion file")
-    parser.add_argument("--duration", type=float, default=0.0, help="seconds of a built-in motion (default 12)")
+    parser.add_argument("--duration", type=non_negative_float, default=0.0, help="seconds of a built-in motion (default 12)")
     parser.add_argument("--out", type=Path, default=None, help="output folder (default runs/demo-<time>)")
     parser.add_argument("--single", action="store_true",
                         help="one episode only (shipped GapONet model) instead of baseline → train → compensated")
@@ -74,8 +75,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--gaponet-model", type=Path, default=None,
                         help="with --single: this compensator model instead of the shipped one (ONNX, or "
                              "TorchScript: that is code, torch.jit.load runs it; use only files you trust)")
-    parser.add_argument("--epochs", type=int, default=30, help="GapONet training epochs in the loop (default 30)")
-    parser.add_argument("--print-period", type=float, default=1.0, help="seconds between live joint-state lines")
+    parser.add_argument("--epochs", type=positive_int, default=30, help="GapONet training epochs in the loop (default 30)")
+    parser.add_argument("--print-period", type=positive_float, default=1.0, help="seconds between live joint-state lines")
     parser.add_argument("--no-analysis", action="store_true", help="stop after recording (no replay/pair/report)")
     parser.add_argument("--web", action="store_true",
                         help="serve the live web view while it runs (the arm, its command and twin in 3D, plots, "

@@ -24,6 +24,7 @@ from so101_apps.motion_runs import MotionSpec, RecordedMotion, ServoFaultStop
 from so101_apps.session import run_session
 from so101_bringup.node_specs import GraphOptions
 from so101_common import topics
+from so101_common.cli_args import non_negative_float, positive_float
 
 __all__ = ["add_arguments", "run"]
 
@@ -41,7 +42,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the real arm's LeRobot calibration JSON (default: the driver's robot_id file)")
     parser.add_argument("--motion", nargs="+", required=True, metavar="FILE",
                         help="SAGE motion files (or built-in motion names), played one after the other")
-    parser.add_argument("--duration", type=float, default=0.0, help="seconds of a built-in motion (0 = its default)")
+    parser.add_argument("--duration", type=non_negative_float, default=0.0, help="seconds of a built-in motion (0 = its default)")
     parser.add_argument("--compensator", type=Path, default=None,
                         help="GapONet compensator model (ONNX) in the chain; default none (ONNX, or TorchScript: "
                              "that is code, torch.jit.load runs it; use only files you trust)")
@@ -50,7 +51,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="bag: rosbag2 (MCAP) episodes only; sage: also SAGE real run folders")
     parser.add_argument("--sage-robot", default="so101", help="robot folder of the SAGE layout")
     parser.add_argument("--sage-source", default="custom", help="motion-source folder of the SAGE layout")
-    parser.add_argument("--print-period", type=float, default=1.0, help="seconds between live joint-state lines")
+    parser.add_argument("--print-period", type=positive_float, default=1.0, help="seconds between live joint-state lines")
 
 
 def _options(args: argparse.Namespace) -> GraphOptions:

@@ -34,6 +34,7 @@ from so101_apps.compensation.recipe import (
     train_population_compensator,
 )
 from so101_bringup.share import config_dir, models_dir
+from so101_common.cli_args import positive_float, positive_int
 from so101_common.joints import JOINT_NAMES
 from so101_common.trajectory import JointTrajectory
 from so101_gaponet.refine import RefineSettings
@@ -55,22 +56,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="SAGE motion files to judge on (default: config/motions/*.txt)")
     parser.add_argument("--eval-profile", nargs="*", default=[], metavar="PROFILE",
                         help="further arms to judge the model on as it is")
-    parser.add_argument("--episodes", type=int, default=None,
+    parser.add_argument("--episodes", type=positive_int, default=None,
                         help=f"excitation motions per arm (default {_RECIPE.episodes}; --population: {_POPULATION.episodes})")
-    parser.add_argument("--duration", type=float, default=_RECIPE.duration, help="s per excitation motion")
-    parser.add_argument("--epochs", type=int, default=None, help="training epochs")
+    parser.add_argument("--duration", type=positive_float, default=_RECIPE.duration, help="s per excitation motion")
+    parser.add_argument("--epochs", type=positive_int, default=None, help="training epochs")
     parser.add_argument("--seed", type=int, default=_RECIPE.seed, help="training seed")
     experimental = parser.add_argument_group("experimental (measured: not yet better than one arm's own model)")
     mode = experimental.add_mutually_exclusive_group()
     mode.add_argument("--population", action="store_true", help="one model for a population of arms")
     mode.add_argument("--refine", type=Path, default=None, metavar="FROM",
                       help="refine this population model (ONNX) on --profile until validation stops improving")
-    experimental.add_argument("--arms", type=int, default=_POPULATION.arms, help="training arms (population seeds 0..N-1)")
+    experimental.add_argument("--arms", type=positive_int, default=_POPULATION.arms, help="training arms (population seeds 0..N-1)")
     experimental.add_argument("--eval-arms", type=int, default=_POPULATION.eval_arms,
                               help="held-out arms drawn from the population's test seeds")
     experimental.add_argument("--data", type=Path, default=None,
                               help="keep the arms' excitation datasets here (reused by a later run with the same arms)")
-    experimental.add_argument("--max-episodes", type=int, default=_REFINE.max_episodes,
+    experimental.add_argument("--max-episodes", type=positive_int, default=_REFINE.max_episodes,
                               help="with --refine: cap on excitation episodes")
 
 

@@ -63,3 +63,17 @@ def test_a_misspelled_profile_or_a_missing_model_is_refused_before_anything_is_w
     expected = "model file" if "--compensator" in argv else "unknown gap profile 'defualt' (did you mean 'default'?)"
     _one_error_line(err, expected)
     assert not out.exists()
+
+
+@pytest.mark.parametrize(("argv", "expected"), [
+    (["train-compensator", "--episodes", "0"], "argument --episodes: must be at least 1, got 0"),  # trained on 4
+    (["record", "--duration", "-1"], "argument --duration: must be a positive number, got -1"),  # left an empty bag
+    (["run-motion", "--duration", "-3"], "argument --duration: must be a number ≥ 0, got -3"),
+    (["demo", "--excitation-seconds", "nan"], "argument --excitation-seconds: must be a positive number, got nan"),
+], ids=["train-compensator", "record", "run-motion", "demo"])
+def test_an_unusable_count_or_duration_is_refused_while_parsing(argv, expected, tmp_path, capsys):
+    with pytest.raises(SystemExit) as stopped:
+        so101([*argv, "--out", str(tmp_path / "out")])
+    assert stopped.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1] == f"so101 {argv[0]}: error: {expected}"
+    assert not (tmp_path / "out").exists()

@@ -18,6 +18,7 @@ import sys
 import threading
 import time
 
+from so101_common.cli_args import non_negative_float, positive_float, positive_int
 from so101_recorder.errors import RecorderError
 
 __all__ = ["add_arguments", "run"]
@@ -32,26 +33,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--topics", nargs="+", default=None, metavar="TOPIC",
                         help="topics to record (default: joint states, leader, command chain, diagnostics)")
     parser.add_argument("--out", default="bags", help="directory that receives the episode bags (default: bags/)")
-    parser.add_argument("--episodes", type=int, default=1, help="number of episodes to record back to back")
-    parser.add_argument("--duration", type=float, default=None, metavar="S",
+    parser.add_argument("--episodes", type=positive_int, default=1, help="number of episodes to record back to back")
+    parser.add_argument("--duration", type=positive_float, default=None, metavar="S",
                         help="seconds per episode (default: until Enter)")
-    parser.add_argument("--pause", type=float, default=None, metavar="S",
+    parser.add_argument("--pause", type=non_negative_float, default=None, metavar="S",
                         help="seconds between episodes (default: 0 with --duration, else wait for Enter)")
     parser.add_argument("--task", default="episode", help="task / motion name stored with each episode")
     parser.add_argument("--notes", default="", help="operator notes stored with each episode")
     parser.add_argument("--robot-id", default="so101", help="robot id stored with each episode")
     parser.add_argument("--calibration-file", default="", help="calibration JSON in use (hashed into the metadata)")
     parser.add_argument("--gap-profile", default="", help="virtual robot gap profile (name or file), if virtual")
-    parser.add_argument("--wait-topics", type=float, default=5.0, metavar="S",
+    parser.add_argument("--wait-topics", type=non_negative_float, default=5.0, metavar="S",
                         help="wait this long for the topics to appear before the first episode")
 
 
 def run(args: argparse.Namespace) -> int:
     if args.recover:
         return _recover(args.recover, keep_damaged=not args.delete_damaged)
-    if args.episodes < 1:
-        print("so101 record: --episodes must be at least 1", file=sys.stderr)
-        return 2
     if args.duration is None and not sys.stdin.isatty():
         print("so101 record: without --duration, episodes are stopped with Enter, which needs a terminal", file=sys.stderr)
         return 2

@@ -7,7 +7,7 @@ commands (:mod:`so101_virtual.sysid`). Users run it on their own arm to get its 
 Recordings held out of the fit (every 5th in name order by default, or ``--holdout NAME...``) are
 replayed with the fitted and the base profile afterwards, and the per-joint table (command→state RMSE
 and lag of the real arm and of the virtual one) is printed, written into the profile's header and,
-with ``--report``, as ``fit_report.json`` + ``fit_report.png``.
+with ``--report``, as ``fit_report.json`` + ``fit_report.png`` (the plot: when recordings are held out).
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True, type=Path, help="where to write the fitted profile (YAML)")
     parser.add_argument("--name", help="the fitted profile's name (default: --out's file name)")
     parser.add_argument("--force", action="store_true", help="overwrite --out if it exists")
-    parser.add_argument("--report", type=Path, metavar="DIR", help="write fit_report.json and fit_report.png here")
+    parser.add_argument("--report", type=Path, metavar="DIR", help="write fit_report.json here, and fit_report.png when recordings are held out")
     parser.add_argument("--holdout", nargs="+", default=[], metavar="NAME",
                         help="recordings to keep out of the fit (source/motion or motion names)")
     parser.add_argument("--holdout-every", type=int, default=5, metavar="N",

@@ -20,6 +20,7 @@ import time
 
 from so101_common.cli_args import non_negative_float, positive_float, positive_int
 from so101_recorder.errors import RecorderError
+from so101_recorder.parameters import DEFAULT_TOPICS
 
 __all__ = ["add_arguments", "run"]
 
@@ -31,7 +32,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--delete-damaged", action="store_true",
                         help="with --recover: delete the damaged original instead of keeping it as *.mcap.truncated")
     parser.add_argument("--topics", nargs="+", default=None, metavar="TOPIC",
-                        help="topics to record (default: joint states, leader, command chain, diagnostics)")
+                        help=f"topics to record (default: {' '.join(DEFAULT_TOPICS)})")
     parser.add_argument("--out", default="bags", help="directory that receives the episode bags (default: bags/)")
     parser.add_argument("--episodes", type=positive_int, default=1, help="number of episodes to record back to back")
     parser.add_argument("--duration", type=positive_float, default=None, metavar="S",
@@ -75,7 +76,7 @@ def _record(args: argparse.Namespace) -> int:
     from rclpy.parameter import Parameter
     from rclpy.signals import SignalHandlerOptions
 
-    from so101_recorder.recorder_node import DEFAULT_TOPICS, RecorderNode
+    from so101_recorder.recorder_node import RecorderNode
 
     overrides = [
         Parameter("topics", value=list(args.topics or DEFAULT_TOPICS)), Parameter("bag_root", value=str(args.out)),

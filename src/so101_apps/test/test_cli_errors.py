@@ -77,3 +77,10 @@ def test_an_unusable_count_or_duration_is_refused_while_parsing(argv, expected, 
     assert stopped.value.code == 2
     assert capsys.readouterr().err.splitlines()[-1] == f"so101 {argv[0]}: error: {expected}"
     assert not (tmp_path / "out").exists()
+
+
+def test_a_missing_bag_is_named_once(tmp_path, capfd):
+    assert so101(["replay", "--bag", str(tmp_path / "missing"), "--out", str(tmp_path / "replayed")]) == 1
+    err = capfd.readouterr().err
+    _one_error_line(err, f"so101 replay: error: cannot read bag {tmp_path / 'missing'}: no such file or directory")
+    assert err.count("cannot read bag") == 1

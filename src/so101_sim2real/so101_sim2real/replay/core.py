@@ -92,7 +92,7 @@ def load_bag_source(path: str | Path, command_topic: str = COMMAND_TOPIC, state_
         bag = Bag(path)
         command, state = read_topic_pair(bag, command_topic, state_topic)
     except RecorderError as err:
-        raise ReplayError(f"cannot read bag {path}: {err}") from err
+        raise ReplayError(str(err) if str(path) in str(err) else f"cannot read bag {path}: {err}") from err
     if bag.truncation:
         _LOG.warning("replaying only up to the cut: %s", bag.truncation)
     if len(command) == 0:

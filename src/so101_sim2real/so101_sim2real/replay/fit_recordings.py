@@ -55,7 +55,7 @@ def load_bag_recordings(paths: Sequence[str | Path], command_topic: str = COMMAN
         try:
             command, state = read_topic_pair(path, command_topic, state_topic)
         except RecorderError as err:
-            raise RecordingError(f"cannot read bag {path}: {err}") from err
+            raise RecordingError(str(err) if str(path) in str(err) else f"cannot read bag {path}: {err}") from err
         if state is None:
             raise RecordingError(f"bag {path} has no topic {state_topic}: nothing to fit the commands against")
         check_recording(command.time, command.position, f"bag {path} {command_topic}", command.names, error=RecordingError)

@@ -128,6 +128,8 @@ class _Episode:
 
 
 def _load_episode(bag: Bag, config: ExportConfig) -> _Episode:
+    if bag.truncation:  # what it holds up to the cut is exported; the rest was never written
+        LOG.warning("exporting only up to the cut: %s", bag.truncation)
     topics = bag.topics
     action_topic = next((t for t in config.action_topics if t in topics), None)
     if config.state_topic not in topics or action_topic is None:

@@ -93,3 +93,18 @@ def test_export_refuses_bags_without_the_streams_and_existing_roots(tmp_path):
     (tmp_path / "exists").mkdir()
     with pytest.raises(RecorderError, match="exists already"):
         export_lerobot([bag], ExportConfig(root=tmp_path / "exists"))
+
+
+def test_a_truncated_bag_is_exported_up_to_its_cut_with_a_warning(tmp_path, caplog):
+    """A recorder killed mid-episode leaves a bag cut short: it exported silently (48 of 181 frames), where
+    pairing and replay say where the cut is and how to rebuild the bag."""
+    bag = _bag(tmp_path / "bags", "pick cube", 3000, "/joint_command")
+    whole = export_lerobot([bag], ExportConfig(repo_id="local/so101_whole", root=tmp_path / "whole", fps=30))
+    assert "truncated" not in caplog.text
+    mcap = next(bag.glob("*.mcap"))
+    (bag / "metadata.yaml").unlink()
+    mcap.write_bytes(mcap.read_bytes()[: mcap.stat().st_size // 2])
+    report = export_lerobot([bag], ExportConfig(repo_id="local/so101_cut", root=tmp_path / "dataset", fps=30))
+    assert 0 < report.frames < whole.frames
+    assert f"exporting only up to the cut: {bag} is truncated at" in caplog.text
+    assert f"so101 record --recover {bag}` rebuilds it" in caplog.text

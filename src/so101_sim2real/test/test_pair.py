@@ -93,3 +93,15 @@ def test_one_command_from_a_sage_real_folder_to_a_mujoco_paired_dataset_and_repo
     assert np.nanmax(np.abs(episode.sim_position - episode.real_position)) < 0.5
     page = (tmp_path / "report" / "report.html").read_text()
     assert "elbow_flex" in page and "data:image/png;base64," in page
+
+
+def test_an_existing_dataset_is_kept_unless_forced(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``pair --out`` replaced an existing dataset silently (replay, export-lerobot and fit-profile refuse)."""
+    out = tmp_path / "ds"
+    assert pair_cli.run(pair_args(REAL_ROOT / "single_joint_elbow", "mujoco", out)) == 0
+    before = (out / "dataset.json").read_bytes()
+    assert pair_cli.run(pair_args(REAL_ROOT / "prbs_excitation", "mujoco", out)) == 1
+    assert capsys.readouterr().err == f"so101 pair: error: {out} already exists; choose a new path or pass --force\n"
+    assert (out / "dataset.json").read_bytes() == before
+    assert pair_cli.run(pair_args(REAL_ROOT / "prbs_excitation", "mujoco", out, "--force")) == 0
+    assert (out / "dataset.json").read_bytes() != before

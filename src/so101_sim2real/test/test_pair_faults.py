@@ -45,7 +45,7 @@ def test_fault_spans_are_marked_in_pairing_and_reports_and_left_out_of_the_metri
     sim = _bag(tmp_path / "sim", "sim", ("/isaac_joint_states", "/isaac_joint_command"), [], collapse=False)
     args = argparse.Namespace(real=real, sim=str(sim), out=tmp_path / "paired", rate=50.0, real_topic="/joint_states",
                               command_topic="/joint_command", sim_topic="/isaac_joint_states",
-                              sim_command_topic="/isaac_joint_command", max_offset=None, no_drift=True,
+                              sim_command_topic="/isaac_joint_command", max_offset=None, no_drift=True, force=False,
                               report=tmp_path / "report")
     assert pair_cli.run(args) == 0
     assert "elbow_flex: overload from 1.20 s until the end" in caplog.text

@@ -53,7 +53,7 @@ def _bag(root: Path, task: str, topics: tuple[str, ...], flush_period_s: float, 
 def _args(tmp_path: Path, real: Path, sim: Path) -> argparse.Namespace:
     return argparse.Namespace(real=real, sim=str(sim), out=tmp_path / "paired", rate=50.0, real_topic="/joint_states",
                               command_topic="/joint_command", sim_topic="/isaac_joint_states",
-                              sim_command_topic="/isaac_joint_command", max_offset=None, no_drift=True,
+                              sim_command_topic="/isaac_joint_command", max_offset=None, no_drift=True, force=False,
                               report=tmp_path / "report")
 
 

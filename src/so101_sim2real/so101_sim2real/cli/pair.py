@@ -26,6 +26,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--real", required=True, type=Path, help="real run: bag, SAGE run folder or SAGE real root")
     parser.add_argument("--sim", required=True, help="sim run: bag, SAGE sim folder/root, or 'mujoco'")
     parser.add_argument("--out", required=True, type=Path, help="paired dataset folder to write")
+    parser.add_argument("--force", action="store_true", help="replace --out if it exists")
     parser.add_argument("--rate", type=float, default=50.0, help="grid rate of the dataset, Hz (default 50)")
     parser.add_argument("--real-topic", default=topics.absolute(topics.JOINT_STATES), help="real JointState topic in a bag")
     parser.add_argument("--command-topic", default=topics.absolute(topics.JOINT_COMMAND), help="real command topic in a bag")
@@ -38,6 +39,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.out.exists() and not args.force:
+        print(f"so101 pair: error: {args.out} already exists; choose a new path or pass --force", file=sys.stderr)
+        return 1
     try:
         config = AlignConfig(rate_hz=args.rate, max_offset_s=args.max_offset, fit_drift=not args.no_drift)
         dataset = pair_inputs(args.real, args.sim, config, args.real_topic, args.command_topic, args.sim_topic,

@@ -43,6 +43,7 @@ class ArmWatch:
         self.driver_rate_hz: float | None = None  # the driver's configured cycle rate, from its bus diagnostics
         self.bus_entries: list[dict[str, str]] = []  # the driver's bus diagnostics (key/values) since mark()
         self.bus_before: dict[str, str] | None = None  # its last bus entry before mark(): where its counts started
+        self.driver_status = ""  # the message of its latest bus entry ("all servos answering", "port failing: ...")
         self.twin_seen: float | None = None  # when the live gap twin last published its state (None: not yet)
         self.temperatures = np.full(len(JOINT_NAMES), np.nan)  # °C, each servo's latest report (NaN: none yet)
         self._origin = now
@@ -104,9 +105,10 @@ class ArmWatch:
         entry (its configured cycle rate and what it measured of its bus: achieved rate, cycle capacity, retries
         and timeouts) and each answering servo's temperature."""
         self.on_faults(read_servo_faults(reports), now)
-        for values, _message in reports:
+        for values, message in reports:
             if DRIVER_RATE_KEY in values:
                 self.driver_rate_hz = float(values[DRIVER_RATE_KEY])
+                self.driver_status = message
                 self.bus_entries.append(dict(values))
             joint = values.get(JOINT_KEY)
             if joint in JOINT_NAMES and TEMPERATURE_KEY in values:
@@ -119,8 +121,12 @@ class ArmWatch:
     def recording_waits(self, now: float, unsubscribed: Collection[str], twin: bool) -> list[str]:
         """What an episode still waits for before it starts, in words (none: ready): the arm at rest at its
         command, the recorder's subscriptions (``unsubscribed``: topics it has not subscribed to yet), the
-        driver's first report and, with ``twin``, the live gap twin's state."""
-        waits = [self.waiting_for(now),
+        driver's first report and, with ``twin``, the live gap twin's state. Waiting for the arm's first joint
+        state, the driver's own word on its bus comes with it (a port that does not open, no servo answering)."""
+        arm = self.waiting_for(now)
+        if arm == "the first joint state" and self.driver_status:
+            arm += f" (the driver: {self.driver_status})"
+        waits = [arm,
                  f"the recorder to subscribe to {sorted(unsubscribed)}" if unsubscribed else None,
                  "the driver's first report on /diagnostics" if self.driver_rate_hz is None else None,
                  "the live gap twin's state" if twin and not self.twin_live(now) else None]

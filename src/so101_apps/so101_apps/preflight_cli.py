@@ -27,6 +27,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--robot", choices=("virtual", "real"), default="virtual",
                         help="virtual: the embedded virtual SO-101 (default); real: the arm on --port")
     parser.add_argument("--port", default="", help="the real arm's serial port (--robot real)")
+    parser.add_argument("--robot-id", default=None,
+                        help="the real arm's LeRobot id: its calibration is LeRobot's file for it (default: the "
+                             "driver's robot_id)")
     parser.add_argument("--calibration-file", default="",
                         help="the real arm's LeRobot calibration JSON (default: the driver's robot_id file)")
     parser.add_argument("--profile", default="default", help="gap profile of the virtual arm (name or YAML file)")
@@ -56,7 +59,8 @@ def _print(result: CheckResult) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.robot == "real" and not args.port:
         raise ValueError("--robot real needs --port (the arm's serial device)")
-    options = PreflightOptions(robot=args.robot, port=args.port, calibration_file=args.calibration_file,
+    options = PreflightOptions(robot=args.robot, port=args.port, robot_id=args.robot_id,
+                               calibration_file=args.calibration_file,
                                profile=args.profile, out=args.out, confirm=_ask if args.confirm else None,
                                before_moving=_wait if args.robot == "real" and not args.yes else None)
     arm = f"virtual SO-101 (profile {args.profile})" if args.robot == "virtual" else f"SO-101 on {args.port}"

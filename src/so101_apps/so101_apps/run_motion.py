@@ -38,6 +38,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="virtual: the embedded virtual SO-101 (default); real: the arm on --port")
     parser.add_argument("--profile", default="default", help="gap profile of the virtual arm (name or YAML file)")
     parser.add_argument("--port", default="", help="the real arm's serial port (--robot real)")
+    parser.add_argument("--robot-id", default=None,
+                        help="the real arm's LeRobot id: its calibration is LeRobot's file for it (default: the "
+                             "driver's robot_id)")
     parser.add_argument("--calibration-file", default="",
                         help="the real arm's LeRobot calibration JSON (default: the driver's robot_id file)")
     parser.add_argument("--motion", nargs="+", required=True, metavar="FILE",
@@ -60,7 +63,8 @@ def _options(args: argparse.Namespace) -> GraphOptions:
         raise ValueError("--robot real needs --port (the arm's serial device)")
     # servos configured as LeRobot configures a follower on connect (P 16, D 32, Acceleration 254): the settings
     # SAGE's and LeRobot's recordings were made with
-    return GraphOptions(port="" if virtual else args.port, calibration_file="" if virtual else args.calibration_file,
+    return GraphOptions(port="" if virtual else args.port, robot_id=None if virtual else args.robot_id,
+                        calibration_file="" if virtual else args.calibration_file,
                         configure_servos=True, compensation=args.compensator is not None,
                         gaponet_model=str(args.compensator) if args.compensator is not None else None,
                         autostart_motion=False, hold_start_pose=True, record=True, bag_root=str(args.out / "bags"),

@@ -154,3 +154,15 @@ def test_a_new_motion_s_driver_counts_start_from_its_last_report_before_it() -> 
     assert watch.bus_before == {"configured_rate_hz": "100", "missed_cycles": "4"} and watch.bus_entries == []
     watch.mark(now=1.7)  # no report in between: still the last one before
     assert watch.bus_before == {"configured_rate_hz": "100", "missed_cycles": "4"}
+
+
+def test_waiting_for_the_arm_s_first_state_gives_the_driver_s_word_on_its_bus() -> None:
+    """run-motion on a port that is not there waited 60 s and said only 'waiting for the first joint state'."""
+    watch = ArmWatch(now=0.0)
+    watch.on_command(JOINT_NAMES, POSE)
+    failing = "port failing: could not open port /dev/ttyNOPE (waiting for the port, retry every <= 1 s)"
+    watch.on_diagnostics([({"configured_rate_hz": "100", "port": "/dev/ttyNOPE"}, failing)], now=0.5)
+    assert watch.recording_waits(0.5, set(), twin=False) == [f"the first joint state (the driver: {failing})"]
+    watch.on_diagnostics([({"configured_rate_hz": "100", "port": "/dev/ttyACM0"}, "all servos answering")], now=1.5)
+    watch.on_state(JOINT_NAMES, POSE, now=1.5)
+    assert "the driver" not in " ".join(watch.recording_waits(1.5, set(), twin=False))

@@ -71,6 +71,7 @@ class GraphOptions:
     here: an in-process graph drives the bus on ``port`` (start the virtual arm first for a virtual one)."""
 
     port: str  # follower bus device (the virtual arm's pty when it is virtual)
+    robot_id: str | None = None  # the real arm's LeRobot id: names its calibration file
     calibration_file: str | None = None  # '' = the driver's robot_id default path
     configure_servos: bool | None = None  # the driver makes the servos' settings LeRobot's at start
     leader_port: str | None = None  # teleop only

@@ -189,8 +189,8 @@ def resolve_calibration_path(calibration_file: str, robot_id: str, role: str = "
     path = default_calibration_path(robot_id, role)
     if not path.is_file():
         raise CalibrationError(
-            f"no LeRobot calibration for robot_id {robot_id!r} at {path}: set robot_id to your arm's LeRobot id, "
-            f"calibration_file to its JSON, or run 'so101 calibrate --port {port} --robot-id {robot_id} --role {role}'")
+            f"no LeRobot calibration for robot_id {robot_id!r} at {path}: set robot_id (--robot-id) to your arm's "
+            f"LeRobot id, calibration_file (--calibration-file) to its JSON, or run 'so101 calibrate --port {port} --robot-id {robot_id} --role {role}'")
     return path
 
 

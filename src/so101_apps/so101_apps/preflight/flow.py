@@ -62,6 +62,7 @@ class PreflightOptions:
     calibration_file: str  # the real arm's calibration ('' = the driver's robot_id file)
     profile: str  # gap profile of the virtual arm
     out: Path  # report folder (and the virtual arm's files)
+    robot_id: str | None = None  # the real arm's LeRobot id (None: the driver's robot_id)
     confirm: Callable[[str], bool] | None = None  # asks the user a yes/no question (--confirm)
     before_moving: Callable[[str], None] | None = None  # tells the user the arm is about to move; returns when clear
 
@@ -75,8 +76,10 @@ def run_preflight(options: PreflightOptions, emit: Callable[[CheckResult], None]
         arm, link, calibration_path = start_virtual_arm(options.profile, options.out / "virtual_arm")
         port, calibration_file = str(link), str(calibration_path)
     try:
-        specs = deploy_graph(GraphOptions(port=port, calibration_file=calibration_file, configure_servos=True,
-                                          compensation=False, command_source="motion", record=False))
+        robot_id = options.robot_id if options.robot == "real" else None
+        specs = deploy_graph(GraphOptions(port=port, robot_id=robot_id, calibration_file=calibration_file,
+                                          configure_servos=True, compensation=False, command_source="motion",
+                                          record=False))
         driver = next(s for s in specs if s.key == DRIVER)
         settings = driver_settings(driver, config_dir())
         path = resolve_calibration_path(settings.parameters.calibration_file, settings.parameters.robot_id,

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import shlex
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -98,13 +99,13 @@ def _command_line(args: argparse.Namespace) -> str:
 def run(args: argparse.Namespace) -> int:
     prog = "so101 fit-profile"
     if not args.sage_real and not args.bag:
-        print(f"{prog}: give recordings to fit: --sage-real DIR... and/or --bag BAG...")
+        print(f"{prog}: error: give recordings to fit: --sage-real DIR... and/or --bag BAG...", file=sys.stderr)
         return 2
     if args.out.exists() and not args.force:
-        print(f"{prog}: {args.out} already exists; choose a new path or pass --force")
-        return 2
+        print(f"{prog}: error: {args.out} already exists; choose a new path or pass --force", file=sys.stderr)
+        return 1
     if args.holdout_every < 0:
-        print(f"{prog}: --holdout-every must be 0 or more, got {args.holdout_every}")
+        print(f"{prog}: error: --holdout-every must be 0 or more, got {args.holdout_every}", file=sys.stderr)
         return 2
     try:
         config = FitConfig(tuple(args.arm_parameters), tuple(args.joint_parameters), iterations=args.iterations,
@@ -133,7 +134,7 @@ def run(args: argparse.Namespace) -> int:
                 base_sims += simulate_all(base, [rec])
             rows = compare(held_out, fitted_sims, base_sims)
     except (ProfileError, SageFormatError, RecordingError, RecorderError, FitError, ValueError, OSError) as err:
-        print(f"{prog}: {err}")
+        print(f"{prog}: error: {err}", file=sys.stderr)
         return 1
     command = _command_line(args)
     table = format_table(rows) if rows else "(no recording held out: nothing to evaluate on)"

@@ -19,6 +19,9 @@ BAD_INPUTS = [
     (["export-lerobot", "--bags", "{tmp}/missing_bag", "--root", "{tmp}/exported"], "cannot read bag"),
     (["train-gaponet", "--dataset", "{tmp}/missing", "--out", "{tmp}/model.onnx"], "is not a paired dataset"),
     (["scan", "--port", "{tmp}/no_such_port"], "cannot open"),
+    (["calibrate", "--port", "{tmp}/no_such_port", "--robot-id", "x", "--out", "{tmp}/cal.json"], "cannot open"),
+    (["fit-profile", "--bag", "{tmp}/missing_bag", "--out", "{tmp}/p.yaml"], "cannot read bag"),
+    (["fleet", "report", "{tmp}/missing_dataset", "--out", "{tmp}/report"], "no episode summaries"),
 ]
 
 
@@ -32,6 +35,7 @@ def test_every_command_s_help_renders(command: Subcommand) -> None:
 def _one_error_line(err: str, expected: str) -> None:
     lines = [line for line in err.splitlines() if line.strip()]
     assert len(lines) == 1 and expected in lines[0], err
+    assert lines[0].startswith(f"{lines[0].split(':')[0]}: error: ") and lines[0].startswith("so101 "), err
     assert "Traceback" not in err
 
 

@@ -107,13 +107,13 @@ def test_tiny_fit_writes_a_profile_and_a_report(tmp_path, capsys):
 def test_bad_input_is_one_line(tmp_path, capsys, argv, rc, message):
     out = tmp_path / "p.yaml"
     assert run_cli(*argv, "--out", str(out)) == rc
-    printed = capsys.readouterr().out
-    assert printed.startswith("so101 fit-profile: ") and message in printed
+    printed = capsys.readouterr().err
+    assert printed.startswith("so101 fit-profile: error: ") and message in printed
     assert printed.count("\n") == 1 and not out.exists()
 
 
 def test_existing_output_is_kept(tmp_path, capsys):
     out = tmp_path / "p.yaml"
     out.write_text("mine\n")
-    assert run_cli("--sage-real", str(SAGE), "--out", str(out)) == 2
-    assert "already exists" in capsys.readouterr().out and out.read_text() == "mine\n"
+    assert run_cli("--sage-real", str(SAGE), "--out", str(out)) == 1
+    assert "error: " in capsys.readouterr().err and out.read_text() == "mine\n"

@@ -72,9 +72,9 @@ def test_replay_and_fit_profile_stop_at_the_jump(tmp_path: Path, capsys: pytest.
     fit_profile_cli.add_arguments(parser)
     profile = tmp_path / "fitted.yaml"
     assert fit_profile_cli.run(parser.parse_args(["--sage-real", str(run), "--out", str(profile), "--iterations", "1"])) == 1
-    printed = capsys.readouterr().out.strip().splitlines()
+    printed = capsys.readouterr().err.strip().splitlines()
     assert len(printed) == 1, printed
-    assert printed[0].startswith(f"so101 fit-profile: {run / 'control.csv'}: time jumps by 1e+06 s from line "
+    assert printed[0].startswith(f"so101 fit-profile: error: {run / 'control.csv'}: time jumps by 1e+06 s from line "
                                  f"{JUMP_ROW + 1} to line {JUMP_ROW + 2} (")
     assert printed[0].endswith("→ 1e+06 s; at most 60 s between samples): a corrupt or spliced recording; cut it at the jump")
     assert not profile.exists()

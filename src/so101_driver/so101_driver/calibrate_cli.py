@@ -176,7 +176,7 @@ def run(args: argparse.Namespace, io: CalibrationIO | None = None) -> int:
             result = calibrate(bus, io)
         save_calibration(out, result)
     except (DriverError, CalibrationError, OSError) as err:
-        print(f"so101 calibrate: {err}", file=sys.stderr)
+        print(f"so101 calibrate: error: {err}", file=sys.stderr)
         return 1
     print(f"Calibration saved to {out}")
     return 0

@@ -58,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
             kwargs = {"ids": args.ids} if args.ids else {}
             results = bus.scan(baudrates=bauds, broadcast=not args.no_broadcast, **kwargs)
     except DriverError as err:
-        print(f"so101 scan: {err}", file=sys.stderr)
+        print(f"so101 scan: error: {err}", file=sys.stderr)
         return 1
     if not results:
         print(f"no servo answered on {args.port} (check power, cable and baud rate)")

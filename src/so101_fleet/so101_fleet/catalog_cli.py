@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from pathlib import Path
 
@@ -26,7 +27,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             table = build_catalog(args.roots, progress=lambda done: bar.update(done - bar.n))
         except CatalogError as err:
-            print(f"so101 fleet index: error: {err}")
+            print(f"so101 fleet index: error: {err}", file=sys.stderr)
             return 1
     write_catalog(table, args.out)
     seconds = time.perf_counter() - start

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import sys
 from pathlib import Path
 
 from tqdm import tqdm
@@ -35,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
         config = ProcessConfig(sim=args.sim, rate_hz=args.rate)
         tasks = tasks_from_catalog(read_catalog(args.catalog))
     except (CatalogError, ValueError) as err:
-        print(f"so101 fleet process: error: {err}")
+        print(f"so101 fleet process: error: {err}", file=sys.stderr)
         return 1
     logging.getLogger("so101_sim2real").setLevel(logging.WARNING)  # one INFO line per saved episode drowns the bar
     with tqdm(total=len(tasks), unit="episode", desc="process") as bar:

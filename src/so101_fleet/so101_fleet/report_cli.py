@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 __all__ = ["add_arguments", "run"]
@@ -21,7 +22,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         report = write_fleet_report(args.dataset, args.out, args.min_growth / 100.0)
     except ReportError as err:
-        print(f"so101 fleet report: error: {err}")
+        print(f"so101 fleet report: error: {err}", file=sys.stderr)
         return 1
     print(f"{report['episodes']} episodes of {report['arms']} arms; arms whose gap grows: "
           f"{', '.join(report['growing']) or 'none'}")

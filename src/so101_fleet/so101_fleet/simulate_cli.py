@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from tqdm import tqdm
@@ -34,14 +35,14 @@ def run(args: argparse.Namespace) -> int:
                              rate_hz=args.rate, seed=args.seed, operator=args.operator,
                              wear=WearModel(fast_fraction=args.fast_fraction))
     except ValueError as err:
-        print(f"so101 fleet simulate: error: {err}")
+        print(f"so101 fleet simulate: error: {err}", file=sys.stderr)
         return 2
     with tqdm(total=config.arms * config.episodes, unit="episode", desc="simulate") as bar:
         try:
             bags = simulate_fleet(args.out, config, progress=lambda done, _total: bar.update(done - bar.n),
                                   workers=args.workers, ray_address=args.ray_address)
         except FileExistsError as err:
-            print(f"so101 fleet simulate: error: {err}")
+            print(f"so101 fleet simulate: error: {err}", file=sys.stderr)
             return 1
     print(f"wrote {len(bags)} episode bags of {config.arms} arms to {args.out}")
     return 0

@@ -39,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
                               cameras=cameras, time_source=args.time_source)
         report = export_lerobot(args.bags, config)
     except RecorderError as err:
-        print(f"so101 export-lerobot: {err}", file=sys.stderr)
+        print(f"so101 export-lerobot: error: {err}", file=sys.stderr)
         return 1
     for line in report.per_bag:
         print(line)

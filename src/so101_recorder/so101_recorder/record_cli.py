@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
     if args.recover:
         return _recover(args.recover, keep_damaged=not args.delete_damaged)
     if args.duration is None and not sys.stdin.isatty():
-        print("so101 record: without --duration, episodes are stopped with Enter, which needs a terminal", file=sys.stderr)
+        print("so101 record: error: without --duration, episodes are stopped with Enter, which needs a terminal", file=sys.stderr)
         return 2
     return _record(args)
 
@@ -65,7 +65,7 @@ def _recover(bags: list[str], keep_damaged: bool) -> int:
         try:
             print(recover_bag(bag, keep_damaged=keep_damaged).summary())
         except RecorderError as err:
-            print(f"so101 record --recover: {err}", file=sys.stderr)
+            print(f"so101 record: error: {err}", file=sys.stderr)
             failed += 1
     return 1 if failed else 0
 
@@ -107,7 +107,7 @@ def _record(args: argparse.Namespace) -> int:
         _wait_for_topics(node, args.wait_topics)
         return _episodes(node, args)
     except RecorderError as err:
-        print(f"so101 record: {err}", file=sys.stderr)
+        print(f"so101 record: error: {err}", file=sys.stderr)
         return 1
     finally:
         if executor is not None:
@@ -144,7 +144,7 @@ def _episodes(node, args: argparse.Namespace) -> int:
         try:
             path = node.start_episode()
         except RecorderError as err:
-            print(f"so101 record: {err}", file=sys.stderr)
+            print(f"so101 record: error: {err}", file=sys.stderr)
             return 1
         print(f"episode {index + 1}/{args.episodes}: recording {path}", flush=True)
         if args.duration is not None:
@@ -154,7 +154,7 @@ def _episodes(node, args: argparse.Namespace) -> int:
         try:
             bag = node.stop_episode()
         except RecorderError as err:
-            print(f"so101 record: {err}", file=sys.stderr)
+            print(f"so101 record: error: {err}", file=sys.stderr)
             return 1
         status = node.recorder.status()
         counts = ", ".join(f"{topic} {n}" for topic, n in sorted(status.topics.items())) or "no messages"

@@ -53,10 +53,10 @@ def run(args: argparse.Namespace) -> int:
             print(path, flush=True)
         return 0
     if args.motion and args.role != "leader":
-        print("so101 virtual-bus: --motion is for --role leader", file=sys.stderr)
+        print("so101 virtual-bus: error: --motion is for --role leader", file=sys.stderr)
         return 2
     if not args.time_scale > 0:
-        print("so101 virtual-bus: --time-scale must be > 0", file=sys.stderr)
+        print("so101 virtual-bus: error: --time-scale must be > 0", file=sys.stderr)
         return 2
     stop = threading.Event()
     previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
@@ -75,11 +75,11 @@ def run(args: argparse.Namespace) -> int:
                  f", faults on {args.faults_socket}" if args.faults_socket else "")
         while not stop.wait(0.5):
             if robot.error is not None:
-                print(f"so101 virtual-bus: {robot.error}", file=sys.stderr)
+                print(f"so101 virtual-bus: error: {robot.error}", file=sys.stderr)
                 return 1
         return 0
     except (ProfileError, SageFormatError, FileExistsError, OSError, ValueError) as err:
-        print(f"so101 virtual-bus: {err}", file=sys.stderr)
+        print(f"so101 virtual-bus: error: {err}", file=sys.stderr)
         return 1
     finally:
         if control is not None:

@@ -46,7 +46,7 @@ from so101_sim2real.replay.core import (
     load_sage_real_source,
 )
 
-__all__ = ["ReplayNode", "main", "replay_over_ros"]
+__all__ = ["ReplayNode", "main", "replay_over_ros", "simulator_waits"]
 
 _CLOCK_TYPE = "rosgraph_msgs/msg/Clock"
 
@@ -112,8 +112,10 @@ class ReplayNode(Node):
             return
         now = self._now()
         if not self.replay.started:
-            # now == 0: under use_sim_time no /clock has arrived yet
-            if not (self._sim_seen and now > 0 and self._commands.get_subscription_count() > 0):
+            waits = simulator_waits(self._sim_seen, now, self._commands.get_subscription_count(), self._state_topic,
+                                    self._command_topic)
+            if waits:  # said again every 10 s: a replay waits for a simulator as long as it takes to start
+                self.get_logger().info(f"waiting for the simulator: {'; '.join(waits)}", throttle_duration_sec=10.0)
                 return
             self.replay.start(now)
             self.get_logger().info("simulator is up: sending the real initial state, then the commands")
@@ -129,6 +131,16 @@ class ReplayNode(Node):
             path = self.replay.close()
             self.done = True
             self.get_logger().info(f"replay finished: sim bag {path}")
+
+
+def simulator_waits(sim_seen: bool, now: float, command_subscribers: int, state_topic: str,
+                    command_topic: str) -> list[str]:
+    """What the replay still waits for before it sends the first command, in words (none: the simulator is up)."""
+    return [wait for wait in (
+        None if sim_seen else f"no joint states on {state_topic} yet",
+        None if now > 0 else "no /clock yet (use_sim_time)",  # under use_sim_time the clock reads 0 until then
+        None if command_subscribers else f"nothing subscribes to {command_topic} yet",
+    ) if wait]
 
 
 def _spin_until_done(node: ReplayNode) -> None:

@@ -86,3 +86,13 @@ def test_so101_replay_sim_isaac_against_the_bridge(bridge: NodeProcess, tmp_path
     states = np.array([m.position for m in topics["/isaac_joint_states"]])
     assert len(topics["/isaac_joint_command"]) == len(motion_targets()) + 1
     np.testing.assert_allclose(states[-1], motion_targets()[-1], atol=0.05)
+
+
+def test_a_replay_waiting_for_its_simulator_says_what_it_has_not_seen() -> None:
+    """``so101 replay --isaac`` with no simulator running waited without a word after its first line."""
+    from so101_sim2real.replay_node import simulator_waits
+
+    assert simulator_waits(False, 0.0, 0, "/isaac_joint_states", "/isaac_joint_command") == [
+        "no joint states on /isaac_joint_states yet", "no /clock yet (use_sim_time)",
+        "nothing subscribes to /isaac_joint_command yet"]
+    assert simulator_waits(True, 12.5, 1, "/isaac_joint_states", "/isaac_joint_command") == []

@@ -82,6 +82,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="serve the live web view while it runs (the arm, its command and twin in 3D, plots, "
                              "servo telemetry): open the URL it prints in a browser")
     parser.add_argument("--web-port", type=int, default=9090, help="HTTP port of the web view (default 9090)")
+    parser.add_argument("--web-grpc-port", type=int, default=None, help="port of the web view's live data (default 9876)")
+    parser.add_argument("--web-rate", type=positive_float, default=None,
+                        help="updates per second sent to browsers, at most (default 30; lower it when the view falls "
+                             "behind: a browser on the same machine takes the CPU the chain needs)")
     parser.add_argument("--no-twin", action="store_true",
                         help="without the live gap twin (MuJoCo on the policy's commands beside the arm, recorded "
                              "with each episode on twin/joint_states, twin/gap, twin/gap_rmse)")
@@ -176,7 +180,8 @@ def _options(folder: Path, args: argparse.Namespace, compensation: bool, model: 
     opts = GraphOptions(port="", compensation=compensation, motion=args.motion, motion_duration=args.duration,
                         autostart_motion=False, hold_start_pose=True, record=True,
                         bag_root=str(folder / "bags"), task=task, gap_profile=args.profile, twin=not args.no_twin,
-                        web=args.web, web_port=args.web_port)
+                        web=args.web, web_port=args.web_port, web_grpc_port=args.web_grpc_port,
+                        web_rate_hz=args.web_rate)
     return replace(opts, gaponet_model=str(model)) if model is not None else opts
 
 

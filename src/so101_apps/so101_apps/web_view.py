@@ -73,7 +73,10 @@ class Status:
 
 
 def _check_free(port: int, what: str) -> None:
+    """Whether a server can listen on ``port``: bound as the servers bind (address reuse), a port still in TIME-WAIT
+    after a browser's connection closed is free, one another process listens on is taken."""
     with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             probe.bind(("0.0.0.0", port))
         except OSError as err:

@@ -235,3 +235,33 @@ def test_a_taken_port_is_one_clear_error() -> None:
         port = taken.getsockname()[1]
         with pytest.raises(OSError, match=rf"web view: port {port} \(grpc_port\) is taken"):
             WebView(WebViewConfig(grpc_port=port, web_port=_free_port())).serve()
+
+
+def _port_in_time_wait() -> int:
+    """A port whose last connection this side closed first: the kernel keeps it in TIME-WAIT for a minute, as
+    a web view's ports are after a browser was connected to them."""
+    with socket.socket() as listener:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("0.0.0.0", 0))
+        listener.listen()
+        port = int(listener.getsockname()[1])
+        client = socket.create_connection(("127.0.0.1", port))
+        served, _ = listener.accept()
+        served.close()  # the server side closes first: its end waits in TIME-WAIT
+        client.close()
+    with socket.socket() as plain, pytest.raises(OSError):
+        plain.bind(("0.0.0.0", port))  # what the web view's port check did: "taken"
+    return port
+
+
+def test_a_port_a_browser_just_left_is_free_to_serve_again() -> None:
+    """make demo's second session (the compensated one) ended on "port 9876 (grpc_port) is taken" when a browser
+    had the first session's view open: the port was only in TIME-WAIT, which the servers themselves bind over."""
+    grpc_port, web_port = _port_in_time_wait(), _port_in_time_wait()
+    view = WebView(WebViewConfig(grpc_port=grpc_port, web_port=web_port))
+    try:
+        assert f":{web_port}/" in view.serve()
+        for port in (grpc_port, web_port):  # both servers listen where the check let them
+            socket.create_connection(("127.0.0.1", port), timeout=5.0).close()
+    finally:
+        view.close()

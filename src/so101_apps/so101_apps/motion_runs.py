@@ -74,7 +74,7 @@ class ServoFaultStop(RuntimeError):
         kept = ", ".join(str(r.bag) for r in recorded.values()) or "nothing"
         kinds = dict.fromkeys(span.fault for span in spans)
         todo = "; ".join(f"{kind}: {REMEDIES[ServoFaultKind(kind)]}" for kind in kinds if kind in REMEDIES)
-        super().__init__(f"servo fault during {motion} (s from its start): {faults}; motion stopped, "
+        super().__init__(f"servo fault during {motion} (times from its start): {faults}; motion stopped, "
                          f"arm held where it was; recordings kept: {kept}" + (f". What to do: {todo}" if todo else ""))
 
 
@@ -152,8 +152,14 @@ class BusFigures:
         return cls(achieved, capacity, faults, rise([MISSED_CYCLES_KEY]), rise(BUS_FAULT_COUNT_KEYS))
 
 
+def _why_the_bus_fails(virtual_arm: bool, load: str) -> str:
+    if virtual_arm:  # its "servos" are a process on this machine: a reply it misses is the CPU, not a cable
+        return f"the virtual arm's process answering late: it did not get the CPU in time ({load})"
+    return "a servo not answering, a loose cable or the wrong baud rate"
+
+
 def rate_cause(state_rate_hz: float, driver_rate_hz: float, bus: BusFigures | None,
-               load_average: float | None, cores: int | None) -> str:
+               load_average: float | None, cores: int | None, virtual_arm: bool = False) -> str:
     """Why joint states came slower than the driver's configured rate, from what the driver measured: its bus
     failing (retries, timeouts), its bus round-trip (a cycle takes longer than the period), or the CPU (a
     cycle fits the period but the driver, or the chain after it, did not get to run)."""
@@ -161,8 +167,8 @@ def rate_cause(state_rate_hz: float, driver_rate_hz: float, bus: BusFigures | No
     if bus is None:
         return f"the driver reported no bus figures ({load})"
     if bus.faults_per_s >= BUS_FAULTS_PER_S:
-        return (f"the bus: {bus.faults_per_s:.1f} retries and timeouts per second (a servo not answering, a loose "
-                f"cable or the wrong baud rate); the driver cycled at {bus.achieved_hz:.0f} Hz")
+        return (f"the bus: {bus.faults_per_s:.1f} retries and timeouts per second ({_why_the_bus_fails(virtual_arm, load)}); "
+                f"the driver cycled at {bus.achieved_hz:.0f} Hz")
     if bus.capacity_hz < RATE_WARN_FRACTION * driver_rate_hz:
         return (f"the bus round-trip: one read of the servos takes {1000.0 / max(bus.capacity_hz, 1e-9):.1f} ms, so the "
                 f"driver can cycle at most {bus.capacity_hz:.0f} Hz of its {driver_rate_hz:g} Hz (achieved "
@@ -181,7 +187,7 @@ def stalled(gap: StateGap, driver_rate_hz: float) -> bool:
 
 
 def stall_cause(gap: StateGap, driver_rate_hz: float, bus: BusFigures | None, load_average: float | None,
-                cores: int | None) -> str:
+                cores: int | None, virtual_arm: bool = False) -> str:
     """What held joint states up for ``gap``, from what the driver counted over the recording: the driver not
     running its cycles (the servos then hold their last goals) for its bus or for its process, or its states not
     reaching the recording."""
@@ -193,23 +199,24 @@ def stall_cause(gap: StateGap, driver_rate_hz: float, bus: BusFigures | None, lo
                 f"(the processes after it; {load})")
     if bus.bus_faults:
         return (f"the driver missed {bus.missed_cycles} cycles and its bus had {bus.bus_faults} retries and timeouts "
-                "(a servo not answering, a loose cable or the wrong baud rate): the servos held their last goals")
+                f"({_why_the_bus_fails(virtual_arm, load)}): the servos held their last goals")
     return (f"the driver missed {bus.missed_cycles} cycles with no bus retries or timeouts: its process did not run "
             f"(the CPU or the machine; {load}), and the servos held their last goals")
 
 
 def rate_line(message: str, state_rate_hz: float, driver_rate_hz: float, bus: BusFigures | None = None,
-              load_average: float | None = None, cores: int | None = None, gap: StateGap | None = None) -> str:
+              load_average: float | None = None, cores: int | None = None, gap: StateGap | None = None,
+              virtual_arm: bool = False) -> str:
     """The recording's line: where it went and the chain's health, with a warning naming what limited the rate
     when joint states came late (:func:`rate_cause`) and one naming what held them up when none came for
     :data:`STALL_PERIODS` of the driver's periods or more (:func:`stall_cause`)."""
     line = f"   recorded: {message}; joint states at {state_rate_hz:.0f} Hz (driver: {driver_rate_hz:g} Hz)"
     if state_rate_hz < RATE_WARN_FRACTION * driver_rate_hz:
         line += (f"\n   WARNING: joint states at {state_rate_hz / driver_rate_hz:.0%} of the driver's rate, limited by "
-                 f"{rate_cause(state_rate_hz, driver_rate_hz, bus, load_average, cores)}; the recording shows it "
+                 f"{rate_cause(state_rate_hz, driver_rate_hz, bus, load_average, cores, virtual_arm)}; the recording shows it "
                  "(late commands, lag) on top of the arm's gap")
     if gap is not None and stalled(gap, driver_rate_hz):
         line += (f"\n   WARNING: no joint state for {gap.seconds * 1000:.0f} ms from {gap.at_s:.1f} s: "
-                 f"{stall_cause(gap, driver_rate_hz, bus, load_average, cores)}; the recording shows it on top of "
+                 f"{stall_cause(gap, driver_rate_hz, bus, load_average, cores, virtual_arm)}; the recording shows it on top of "
                  "the arm's gap")
     return line

@@ -131,7 +131,7 @@ def run_session(label: str, opts: GraphOptions, motions: Sequence[MotionSpec], p
                 monitor.watch.expect_command(motion.names, sample(motion, 0.0))
                 player.set_motion(motion)
                 recorded[spec.name] = _record_motion(spec.name, motion.duration, player, monitor, recorder, graph,
-                                                     wanted, print_period)
+                                                     wanted, print_period, virtual)
                 if recorded[spec.name].faults:
                     raise ServoFaultStop(spec.name, recorded[spec.name].faults, recorded)
                 if after_each is not None and not after_each(spec.name, recorded[spec.name]):
@@ -144,7 +144,7 @@ def run_session(label: str, opts: GraphOptions, motions: Sequence[MotionSpec], p
 
 def _record_motion(name: str, duration: float, player: MotionPlayerNode, monitor: DeployMonitor,
                    recorder: RecorderNode, graph: ComposedGraph, wanted: Sequence[str],
-                   print_period: float) -> RecordedMotion:
+                   print_period: float, virtual_arm: bool) -> RecordedMotion:
     # The arm first moves to the motion's start pose (the player holds it) and comes to rest there, the
     # recorder discovers every wanted topic and the driver has reported its rate; the episode then starts at
     # rest, as a policy rollout would.
@@ -191,6 +191,6 @@ def _record_motion(name: str, duration: float, player: MotionPlayerNode, monitor
     graph.raise_for_stopped_nodes()  # the episode is kept; the driver's own error ends the session
     driver_rate_hz = watch.driver_rate_hz or float("nan")
     print(rate_line(str(bag), state_rate_hz, driver_rate_hz, BusFigures.of(watch.bus_entries, watch.bus_before),
-                    os.getloadavg()[0], os.cpu_count(), state_gap))
+                    os.getloadavg()[0], os.cpu_count(), state_gap, virtual_arm))
     return RecordedMotion(bag, started, stopped, state_rate_hz, state_gap, driver_rate_hz, tuple(faults),
                           temperature_start, tuple(watch.temperatures.tolist()))

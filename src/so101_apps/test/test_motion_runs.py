@@ -47,6 +47,15 @@ def test_bus_faults_are_named_before_the_rate() -> None:
     assert "limited by the bus: 6.0 retries and timeouts per second" in line
 
 
+def test_a_virtual_arm_that_answers_late_is_named_as_the_cpu_not_a_cable() -> None:
+    """With a browser on the same 2-core machine the virtual arm missed replies, and the line blamed a loose cable."""
+    bus = BusFigures.of([_bus_entry(70.0, 300.0, retries=3.0, timeouts=2.0)])
+    line = rate_line("bags/x", 70.0, 100.0, bus, 6.5, 2, virtual_arm=True)
+    assert ("limited by the bus: 5.0 retries and timeouts per second (the virtual arm's process answering late: it "
+            "did not get the CPU in time (load average 6.5 on 2 cores))") in line and "cable" not in line
+    assert "a loose cable" in rate_line("bags/x", 70.0, 100.0, bus, 6.5, 2)  # a real arm's bus
+
+
 def test_without_the_driver_s_figures_the_line_says_so() -> None:
     assert BusFigures.of([{"achieved_rate_hz": "n/a"}]) is None
     assert "the driver reported no bus figures (load average 1.0 on 2 cores)" in rate_line("bags/x", 50.0, 100.0, None, 1.0, 2)
@@ -102,6 +111,6 @@ def test_a_servo_fault_stop_says_what_to_do_about_each_kind_once() -> None:
     spans = [FaultSpan(joint="shoulder_lift", fault="overheat", start=10.9), FaultSpan(joint="elbow_flex", fault="overheat", start=11.2),
              FaultSpan(joint="gripper", fault="overload", start=3.0)]
     text = str(ServoFaultStop("excitation-3", spans, {}))
-    assert text.startswith("servo fault during excitation-3 (s from its start): shoulder_lift: overheat from 10.90 s")
+    assert text.startswith("servo fault during excitation-3 (times from its start): shoulder_lift: overheat from 10.90 s")
     assert text.count("let the servos cool") == 1 and "--excitation 2" in text
     assert "the joint is blocked or carries too much" in text

@@ -247,7 +247,7 @@ def _print_stalls(runs: dict[str, RecordedMotion]) -> None:
               for label, run in runs.items() if run.stalled]
     if stalls:
         print(f"   NOTE: no joint state for a while in {'; '.join(stalls)} (WARNING lines above): these figures "
-              "include the stall; run the demo again on a quieter machine for the arm's own")
+              "include the stall")
 
 
 def _format(value: object) -> str:

@@ -108,7 +108,6 @@ def test_the_demo_names_the_evaluation_recordings_in_which_the_chain_stalled(cap
                    "compensated multisine": run(StateGap(0.34, 1.9))})
     assert capsys.readouterr().out == (
         "   NOTE: no joint state for a while in uncompensated multisine: 340 ms from 1.7 s; compensated multisine: "
-        "340 ms from 1.9 s (WARNING lines above): these figures include the stall; run the demo again on a quieter "
-        "machine for the arm's own\n")
+        "340 ms from 1.9 s (WARNING lines above): these figures include the stall\n")
     _print_stalls({"compensated chirp_sweep": run(StateGap(0.02, 3.0))})
     assert capsys.readouterr().out == ""

@@ -12,7 +12,7 @@ from numpy.typing import ArrayLike
 
 from so101_common.joints import JOINT_NAMES, JointSpecError
 
-__all__ = ["JointTrajectory", "causal_velocity"]
+__all__ = ["JointTrajectory", "causal_velocity", "measured_at"]
 
 
 @dataclass(init=False)
@@ -71,6 +71,15 @@ def _as_matrix(values: object, what: str, rows: int, cols: int) -> np.ndarray:
     if matrix.shape != (rows, cols):
         raise JointSpecError(f"{what} has shape {matrix.shape}, expected ({rows}, {cols})")
     return matrix
+
+
+def measured_at(when: float, time: np.ndarray, position: np.ndarray) -> np.ndarray:
+    """Each joint's position (J,) at ``when``: linear interpolation over that joint's finite readings of ``time``
+    (N,) and ``position`` (N, J), clamped to their ends; a servo that did not answer reads NaN, so a joint without
+    any finite reading is NaN."""
+    read = np.isfinite(position)
+    return np.array([np.interp(when, time[read[:, j]], position[read[:, j], j]) if read[:, j].any() else np.nan
+                     for j in range(position.shape[1])])
 
 
 def causal_velocity(position: np.ndarray, time: np.ndarray) -> np.ndarray:

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from so101_common.joints import JOINT_NAMES
+from so101_common.trajectory import measured_at
 from so101_sim2real.replay.mujoco_backend import MujocoSim
 from so101_sim2real.sim_delta.filter import LiveSimDeltaFilter
 
@@ -254,12 +255,9 @@ class GapTwin:
     def _start(self, stamp: float) -> bool:
         """Start the replay from the measured pose at ``stamp``, each joint from its finite readings (a joint
         whose servo did not answer reads NaN); False, not started, while a joint has none among the recent ones."""
-        times = np.array([t for t, _ in self._recent])
-        poses = np.array([p for _, p in self._recent])
-        measured = np.isfinite(poses)
-        if not measured.any(axis=0).all():
+        pose = measured_at(stamp, np.array([t for t, _ in self._recent]), np.array([p for _, p in self._recent]))
+        if not np.isfinite(pose).all():
             return False
-        pose = np.array([np.interp(stamp, times[measured[:, j]], poses[measured[:, j], j]) for j in range(_J)])
         self.replay.start(stamp, pose)
         self.rmse.reset()
         self.starts += 1

@@ -24,7 +24,7 @@ from rosbags.typesys import Stores, get_typestore
 from so101_common import sage, topics
 from so101_common.joints import JOINT_NAMES
 from so101_common.recording_checks import check_recording
-from so101_common.trajectory import JointTrajectory
+from so101_common.trajectory import JointTrajectory, measured_at
 from so101_recorder.bag_reader import Bag, read_topic_pair
 from so101_recorder.bag_writer import EpisodeWriter
 from so101_recorder.errors import RecorderError
@@ -77,12 +77,8 @@ class ReplaySource:
 
 
 def _state_at(state: JointTrajectory, when: float) -> np.ndarray:
-    """The measured position at ``when`` (linear interpolation, clamped to the recording's ends), each joint from
-    its finite readings (a servo that did not answer reads NaN); NaN for a joint without any."""
-    position = state.position
-    read = np.isfinite(position)
-    return np.array([np.interp(when, state.time[read[:, j]], position[read[:, j], j]) if read[:, j].any() else np.nan
-                     for j in range(position.shape[1])])
+    """The measured position at ``when``, each joint from its finite readings (NaN for a joint without any)."""
+    return measured_at(when, state.time, state.position)
 
 
 def load_bag_source(path: str | Path, command_topic: str = COMMAND_TOPIC, state_topic: str = STATE_TOPIC) -> ReplaySource:

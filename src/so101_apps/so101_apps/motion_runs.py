@@ -201,7 +201,8 @@ def stall_cause(gap: StateGap, driver_rate_hz: float, bus: BusFigures | None, lo
         return (f"the driver missed {bus.missed_cycles} cycles and its bus had {bus.bus_faults} retries and timeouts "
                 f"({_why_the_bus_fails(virtual_arm, load)}): the servos held their last goals")
     return (f"the driver missed {bus.missed_cycles} cycles with no bus retries or timeouts: its process did not run "
-            f"(the CPU or the machine; {load}), and the servos held their last goals")
+            f"(the CPU or the machine, {load}; or a subscriber joining its joint states: Fast DDS can hold a "
+            f"publisher about 0.33 s then), and the servos held their last goals")
 
 
 def rate_line(message: str, state_rate_hz: float, driver_rate_hz: float, bus: BusFigures | None = None,

@@ -11,6 +11,7 @@ from the graph's point of view.
 from __future__ import annotations
 
 import importlib
+import os
 import subprocess
 import threading
 from collections.abc import Collection
@@ -20,11 +21,13 @@ from typing import Any, TypeVar
 import rclpy
 from rclpy.context import Context
 from rclpy.executors import SingleThreadedExecutor
+from rclpy.impl.implementation_singleton import rclpy_implementation
 from rclpy.parameter import Parameter
 
 from so101_bringup.node_processes import NodeProcesses
 from so101_bringup.node_specs import NodeSpec
 from so101_bringup.share import config_dir
+from so101_common.waiting import wait_for
 
 __all__ = ["ComposedGraph", "NodeFailed"]
 
@@ -44,13 +47,20 @@ class ComposedGraph:
     its nodes' callbacks one at a time (the GIL); measured in the demo, the compensated deploy graph
     delivered joint states at 75–82 % of the driver's rate in one process. ``low_priority``: nodes of
     ``own_process`` that run at a lower scheduling priority (nice +10: monitors such as the gap twin, which
-    must never take the CPU from the driver and the arm's bus on a busy machine).
+    must never take the CPU from the driver and the arm's bus on a busy machine). ``subscribed_first``: nodes of
+    ``own_process`` started before every other node, which start once each of these has its subscriptions on the
+    graph. Why: a subscriber that joins a running publisher can hold that publisher's ``publish`` for about 0.33 s
+    in Fast DDS (measured: one start of the web view in four or five, with the driver's joint states; the driver
+    process is stopped meanwhile, and its servos hold their last goals). Started after its monitors, the driver
+    meets that hold, if at all, in its first second, before a session's first motion.
     """
 
     LOW_PRIORITY_NICE = 10
+    SUBSCRIBED_TIMEOUT_S = 60.0  # a monitor's start-up (the web view: rerun and the meshes) on a loaded machine
 
     def __init__(self, specs: list[NodeSpec], config: Path | None = None, namespace: str = "",
-                 own_process: Collection[str] = (), low_priority: Collection[str] = ()) -> None:
+                 own_process: Collection[str] = (), low_priority: Collection[str] = (),
+                 subscribed_first: Collection[str] = ()) -> None:
         self.specs = specs
         self.config_dir = config if config is not None else config_dir()  # for params_file names
         self.namespace = namespace  # every node (and so every relative topic) under it; "" = the root
@@ -62,6 +72,10 @@ class ComposedGraph:
             raise ValueError(f"low_priority names nodes not run in their own process: "
                              f"{sorted(set(low_priority) - self.own_process)}")
         self.low_priority = frozenset(low_priority)
+        if not set(subscribed_first) <= self.own_process:
+            raise ValueError(f"subscribed_first names nodes not run in their own process: "
+                             f"{sorted(set(subscribed_first) - self.own_process)}")
+        self.subscribed_first = frozenset(subscribed_first)
         self.context = Context()
         self.nodes: dict[str, Any] = {}  # the nodes run in this process, by node name (``node`` gives them typed)
         self._processes = NodeProcesses()
@@ -106,13 +120,18 @@ class ComposedGraph:
         self._failed.clear()
         rclpy.init(context=self.context)
         try:
+            first = [spec for spec in self.specs if spec.key in self.subscribed_first]
+            for spec in first:
+                self._start_process(spec)
+            self._await_subscriptions([spec.key for spec in first])
             for spec in self.specs:
+                if spec in first:
+                    continue
+                if spec.key in self.own_process:
+                    self._start_process(spec)
+                    continue
                 module_name, class_name = spec.factory.split(":")
                 ros_args = spec.ros_args(self.config_dir, self.namespace)
-                if spec.key in self.own_process:
-                    self._processes.start(spec.key, module_name, ros_args, spec.overrides,
-                                          self.LOW_PRIORITY_NICE if spec.key in self.low_priority else 0)
-                    continue
                 node_class = getattr(importlib.import_module(module_name), class_name)
                 overrides = [Parameter(name, value=value) for name, value in spec.overrides.items()]
                 self.nodes[spec.key] = node_class(context=self.context, cli_args=ros_args, parameter_overrides=overrides)
@@ -129,6 +148,37 @@ class ComposedGraph:
             self._threads.append(thread)
             thread.start()
         return self
+
+    def _start_process(self, spec: NodeSpec) -> None:
+        module_name = spec.factory.split(":")[0]
+        self._processes.start(spec.key, module_name, spec.ros_args(self.config_dir, self.namespace), spec.overrides,
+                              self.LOW_PRIORITY_NICE if spec.key in self.low_priority else 0)
+
+    def _await_subscriptions(self, keys: list[str]) -> None:
+        """Wait until each node of ``keys`` (running in its own process) has a subscription on the graph, or
+        raise: the child's error if one exits, ``TimeoutError`` naming those still without one."""
+        if not keys:
+            return
+        probe = rclpy.create_node(f"_so101_graph_start_{os.getpid()}", context=self.context,
+                                  enable_rosout=False, start_parameter_services=False)
+        namespace = self.namespace or "/"
+
+        def subscribed(key: str) -> bool:
+            try:
+                return bool(probe.get_subscriber_names_and_types_by_node(key, namespace))
+            except rclpy_implementation.NodeNameNonExistentError:  # not on the graph yet
+                return False
+
+        def waiting() -> list[str]:
+            self._processes.raise_for_exited()
+            return [key for key in keys if not subscribed(key)]
+
+        try:
+            if not wait_for(lambda: not waiting(), timeout=self.SUBSCRIBED_TIMEOUT_S, interval=0.05):
+                raise TimeoutError(f"no subscription on the graph from {', '.join(waiting())} after "
+                                   f"{self.SUBSCRIBED_TIMEOUT_S:g} s: the nodes after them were not started")
+        finally:
+            probe.destroy_node()
 
     @property
     def running(self) -> bool:

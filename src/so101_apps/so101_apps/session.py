@@ -117,7 +117,7 @@ def run_session(label: str, opts: GraphOptions, motions: Sequence[MotionSpec], p
         # launch runs it: its bus cycle does not wait on the other nodes' callbacks; the twin and the web view
         # (monitors) too, at a lower priority: they never hold the chain's callbacks nor take the CPU from the driver
         # and the arm. The monitors subscribe before the driver starts: the web view joining a running driver held
-        # its joint states for 0.33 s in a run in four or five (ComposedGraph's subscribed_first)
+        # its joint states for 0.33 s in about one start in four (ComposedGraph's subscribed_first)
         opts = replace(opts, command_source="motion", motion=motions[0].source, record=True, hold_start_pose=True)
         monitors = {name for name, wanted in ((TWIN, opts.twin), (WEB_VIEW, opts.web)) if wanted}
         with ComposedGraph(deploy_graph(opts), own_process={DRIVER, *monitors}, low_priority=monitors,

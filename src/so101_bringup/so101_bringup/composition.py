@@ -50,7 +50,7 @@ class ComposedGraph:
     must never take the CPU from the driver and the arm's bus on a busy machine). ``subscribed_first``: nodes of
     ``own_process`` started before every other node, which start once each of these has its subscriptions on the
     graph. Why: a subscriber that joins a running publisher can hold that publisher's ``publish`` for about 0.33 s
-    in Fast DDS (measured: one start of the web view in four or five, with the driver's joint states; the driver
+    in Fast DDS (measured: about one start of the web view in four, with the driver's joint states; the driver
     process is stopped meanwhile, and its servos hold their last goals). Started after its monitors, the driver
     meets that hold, if at all, in its first second, before a session's first motion.
     """

@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
+from so101_common.cli_args import non_negative_float, non_negative_int, positive_float, positive_int
 from so101_common.sage import SageFormatError
 from so101_recorder.errors import RecorderError
 from so101_sim2real.replay.fit_recordings import (
@@ -53,17 +54,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--report", type=Path, metavar="DIR", help="write fit_report.json here, and fit_report.png when recordings are held out")
     parser.add_argument("--holdout", nargs="+", default=[], metavar="NAME",
                         help="recordings to keep out of the fit (source/motion or motion names)")
-    parser.add_argument("--holdout-every", type=int, default=5, metavar="N",
+    parser.add_argument("--holdout-every", type=non_negative_int, default=5, metavar="N",
                         help="without --holdout: keep every N-th recording in name order out, from the first "
                         "(0: fit on all; default %(default)s)")
-    parser.add_argument("--window", type=float, default=_DEFAULTS.window,
+    parser.add_argument("--window", type=positive_float, default=_DEFAULTS.window,
                         help="seconds of each recording used for fitting (where its commands sweep widest; "
                         "default %(default)s)")
-    parser.add_argument("--lag-weight", type=float, default=_DEFAULTS.lag_weight,
+    parser.add_argument("--lag-weight", type=non_negative_float, default=_DEFAULTS.lag_weight,
                         help="cost of a one-frame time shift between the virtual and the recorded state per "
                         "joint, relative to the joint's state error with the base profile (0: state error only; "
                         "default %(default)s)")
-    parser.add_argument("--iterations", type=int, default=_DEFAULTS.iterations,
+    parser.add_argument("--iterations", type=positive_int, default=_DEFAULTS.iterations,
                         help="Levenberg–Marquardt iterations (default %(default)s)")
     parser.add_argument("--arm-parameters", nargs="*", default=list(_DEFAULTS.arm_parameters), metavar="KEY",
                         help="arm-wide firmware keys to fit (default %(default)s)")
@@ -104,9 +105,6 @@ def run(args: argparse.Namespace) -> int:
     if args.out.exists() and not args.force:
         print(f"{prog}: error: {args.out} already exists; choose a new path or pass --force", file=sys.stderr)
         return 1
-    if args.holdout_every < 0:
-        print(f"{prog}: error: --holdout-every must be 0 or more, got {args.holdout_every}", file=sys.stderr)
-        return 2
     try:
         config = FitConfig(tuple(args.arm_parameters), tuple(args.joint_parameters), iterations=args.iterations,
                            window=args.window, lag_weight=args.lag_weight)

@@ -74,7 +74,9 @@ def test_a_misspelled_profile_or_a_missing_model_is_refused_before_anything_is_w
     (["record", "--duration", "-1"], "argument --duration: must be a positive number, got -1"),  # left an empty bag
     (["run-motion", "--duration", "-3"], "argument --duration: must be a number ≥ 0, got -3"),
     (["demo", "--excitation-seconds", "nan"], "argument --excitation-seconds: must be a positive number, got nan"),
-], ids=["train-compensator", "record", "run-motion", "demo"])
+    (["fit-profile", "--holdout-every", "-1"], "argument --holdout-every: must be 0 or more, got -1"),
+    (["fit-profile", "--iterations", "0"], "argument --iterations: must be at least 1, got 0"),
+], ids=["train-compensator", "record", "run-motion", "demo", "fit-profile holdout", "fit-profile iterations"])
 def test_an_unusable_count_or_duration_is_refused_while_parsing(argv, expected, tmp_path, capsys):
     with pytest.raises(SystemExit) as stopped:
         so101([*argv, "--out", str(tmp_path / "out")])

@@ -135,7 +135,7 @@ def test_a_node_in_its_own_process_that_cannot_start_says_why(tmp_path: Path) ->
     graph = ComposedGraph([s for s in specs if s.key == "so101_driver"], own_process={"so101_driver"}).start()
     try:
         assert deploy.wait_for(lambda: graph.children["so101_driver"].poll() is not None, timeout=deploy.STARTUP_TIMEOUT)
-        with pytest.raises(ChildProcessFailed, match=r"node so101_driver: so101_driver: error: .*no_such_port"):
+        with pytest.raises(ChildProcessFailed, match=r"^node so101_driver: no LeRobot calibration for robot_id .*no_such_port"):
             graph.raise_for_stopped_nodes()
     finally:
         graph.stop()

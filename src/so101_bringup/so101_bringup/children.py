@@ -33,8 +33,10 @@ def error_line(output: str) -> str:
 
 def raise_for_child(what: str, returncode: int | None, output: str, log: Path | None = None) -> None:
     """Raise :class:`ChildProcessFailed` for a child that exited with ``returncode`` (None: still running,
-    yet failed to do its part) with its message from ``output``."""
+    yet failed to do its part) with its message from ``output``. A message in the ``<program>: error: ...`` form
+    whose program ``what`` already names (``node so101_driver``) loses that prefix: it would name it twice."""
     message = error_line(output) or (f"exit status {returncode}" if returncode is not None else "no output")
+    message = message.removeprefix(f"{what.split()[-1]}: error: ")
     where = f" (log: {log})" if log is not None else ""
     raise ChildProcessFailed(f"{what}: {message}{where}")
 

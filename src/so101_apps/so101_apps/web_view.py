@@ -10,7 +10,8 @@ a 2 mm grid, one entity per link; the measured arm in the URDF's colours, the co
 ghost, the twin a translucent magenta one), ``position/<joint>`` (three series: measured, and the command
 and the twin as last received, at each measured state; rad), ``gap/position`` and ``gap/rmse`` (the twin's
 gap, one series per joint, rad), ``servo/{temperature,load,voltage,current}`` (one series per joint, from the
-driver's ``/diagnostics``) and ``events`` (servo faults, and any status turning WARN/ERROR or back to OK).
+driver's ``/diagnostics``) and ``events`` (servo faults, any status turning WARN/ERROR or back to OK, the measured
+joint states missing, then arriving, and the view's source stopping).
 Time is the ``stamp`` timeline: the messages' header stamps. Each source is logged at most ``rate_hz`` times
 a second, and few entities change per update (a browser ingests a bounded number of chunks per frame: with
 a software renderer, a few dozen a second).
@@ -20,7 +21,9 @@ from __future__ import annotations
 
 import math
 import socket
-from collections.abc import Mapping, Sequence
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from urllib.parse import quote
 
@@ -60,6 +63,8 @@ class WebViewConfig:
     memory_limit: str = parameter("200MB", "data the server keeps for viewers that connect later (oldest dropped "
                                            "first; rerun's size format)")
     plot_window_s: float = parameter(30.0, "the plots show the last this many seconds", low=1.0, high=3600.0)
+    quiet_s: float = parameter(3.0, "the page says no joint_states arrive once none came for this many seconds",
+                               low=0.1, high=3600.0)
 
 
 @dataclass(frozen=True)
@@ -92,7 +97,9 @@ def _rgba8(rgba: Sequence[float]) -> tuple[int, int, int, int]:
 class WebView:
     """One live recording, served; feed it with the ``on_*`` methods (any thread)."""
 
-    def __init__(self, config: WebViewConfig | None = None, arm: UrdfArm | None = None) -> None:
+    def __init__(self, config: WebViewConfig | None = None, arm: UrdfArm | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        """``clock`` (s) judges how long the measured joint states have been quiet (:meth:`check_sources`)."""
         self.config = config or WebViewConfig()
         self.arm = arm or UrdfArm.load()
         # chunks of a tenth of a second (or one update, if slower): a browser ingests a few large chunks faster
@@ -104,6 +111,13 @@ class WebView:
         self._levels: dict[str, int] = {}  # status name → last level seen (events on changes)
         self._faults: dict[str, str] = {}  # joint → fault kinds now reported
         self._latest: dict[str, dict[str, float]] = {kind: {} for kind in ARMS}  # last positions received, by arm
+        self._clock = clock
+        self._stamp = 0.0  # the latest stamp logged at: where the view's own events go on the timeline
+        # the measured arm's joint states: when the last one arrived (clock), and whether the page says they do
+        # not arrive (at start, and after quiet_s without one): an arm at rest looks the same as no arm at all
+        self._measured_at: float | None = None
+        self._quiet = False
+        self._quiet_lock = threading.Lock()  # the node's callbacks and its timer may run on different threads
 
     # -- serving ----------------------------------------------------------------------------------
     def serve(self) -> str:
@@ -124,6 +138,11 @@ class WebView:
         return self.url
 
     def close(self) -> None:
+        """Say on the page that this source stopped (a page keeps showing the last frame, and does not follow a
+        new source on the same ports by itself), then send what is left and disconnect."""
+        self._at(self._stamp)
+        self._event("the web view's source stopped: the page keeps the last data it got; reload the page to see "
+                    "a new session (rerun's viewer does not reconnect by itself)", rr.TextLogLevel.WARN)
         self.rec.flush()
         self.rec.disconnect()
 
@@ -186,6 +205,11 @@ class WebView:
         for kind in ARMS:
             self._log_pose(kind, {})
             rec.log(f"arm/{kind}/{self.arm.root}", rr.Transform3D(), static=True)
+        with self._quiet_lock:
+            if self._measured_at is None:
+                self._quiet = True
+                self._event("no joint_states yet: the arm is drawn at rest until they arrive (is the arm's driver "
+                            "running, in this namespace and ROS domain?)", rr.TextLogLevel.WARN)
 
     # -- data -------------------------------------------------------------------------------------
     def _due(self, source: str, stamp: float) -> bool:
@@ -196,7 +220,22 @@ class WebView:
         return True
 
     def _at(self, stamp: float) -> None:
+        self._stamp = max(self._stamp, stamp)
         self.rec.set_time(TIMELINE, timestamp=stamp)
+
+    def _event(self, text: str, level: rr.components.TextLogLevel) -> None:
+        self.rec.log("events", rr.TextLog(text, level=level))
+
+    def check_sources(self) -> None:
+        """Say on the page when no measured joint state came for ``quiet_s``: call it every second or so (the
+        node's timer); it logs once per silence, at the latest stamp logged."""
+        with self._quiet_lock:
+            if self._quiet or self._measured_at is None or self._clock() - self._measured_at < self.config.quiet_s:
+                return
+            self._quiet = True
+            self._at(self._stamp)
+            self._event(f"no joint_states for {self.config.quiet_s:g} s: the measured arm shows its last pose",
+                        rr.TextLogLevel.WARN)
 
     def _log_pose(self, kind: str, positions: Mapping[str, float]) -> None:
         for link, pose in self.arm.link_poses(positions).items():
@@ -208,6 +247,13 @@ class WebView:
         also log the joint plots, with the command and the twin as last received."""
         given = {n: float(p) for n, p in zip(names, positions, strict=False) if math.isfinite(p)}
         self._latest[kind] = given
+        if kind == "measured":
+            with self._quiet_lock:
+                self._measured_at = self._clock()
+                if self._quiet:
+                    self._quiet = False
+                    self._at(stamp)
+                    self._event("joint_states arriving", rr.TextLogLevel.INFO)
         if not self._due(kind, stamp):
             return
         self._at(stamp)
@@ -239,12 +285,11 @@ class WebView:
                 faults = status.values.get(FAULTS_KEY, "")
                 if faults != self._faults.get(joint, ""):
                     text = f"{joint}: {faults} ({status.message})" if faults else f"{joint}: fault cleared"
-                    self.rec.log("events", rr.TextLog(text, level=rr.TextLogLevel.ERROR if faults else rr.TextLogLevel.INFO))
+                    self._event(text, rr.TextLogLevel.ERROR if faults else rr.TextLogLevel.INFO)
                     self._faults[joint] = faults
             previous = self._levels.get(status.name)
             if previous is not None and previous != status.level or previous is None and status.level:
-                self.rec.log("events", rr.TextLog(f"{status.name}: {status.message}",
-                                                  level=LEVELS.get(status.level, rr.TextLogLevel.WARN)))
+                self._event(f"{status.name}: {status.message}", LEVELS.get(status.level, rr.TextLogLevel.WARN))
             self._levels[status.name] = status.level
         for quantity, values in telemetry.items():
             if not all(math.isnan(v) for v in values):

@@ -38,6 +38,8 @@ class WebViewNode(Node):
         self.create_subscription(JointState, topics.TWIN_GAP, partial(self._on_gap, "position"), depth)
         self.create_subscription(JointState, topics.TWIN_GAP_RMSE, partial(self._on_gap, "rmse"), depth)
         self.create_subscription(DiagnosticArray, topics.DIAGNOSTICS, self._on_diagnostics, depth)
+        # the view judges the measured joint states' silence; this only asks it often enough to say so in time
+        self.create_timer(min(1.0, self.view.config.quiet_s / 3), self.view.check_sources)
         self.get_logger().info(f"web view: open {self.url}")
 
     def _stamp(self, msg: Any) -> float:

@@ -60,10 +60,45 @@ def test_web_view_logs_the_arms_plots_servo_telemetry_and_events(tmp_path: Path)
     np.testing.assert_equal(_column(table, "servo/load", "Scalars:scalars")[0], [nan, nan, -120.0, nan, nan, nan])
     events = _column(table, "events", "TextLog:text")
     levels = _column(table, "events", "TextLog:level")
-    assert events == [["elbow_flex: overload (servo reports OVERLOAD)"], ["so101_driver: elbow_flex: servo reports OVERLOAD"],
-                      ["twin: gap twin: elbow_flex: position gap RMSE 0.08 rad above its band"],
-                      ["elbow_flex: fault cleared"], ["so101_driver: elbow_flex: ok"]]
-    assert levels == [["ERROR"], ["ERROR"], ["WARN"], ["INFO"], ["INFO"]]  # each change once, not every report
+    assert events[2:-1] == [["elbow_flex: overload (servo reports OVERLOAD)"],
+                            ["so101_driver: elbow_flex: servo reports OVERLOAD"],
+                            ["twin: gap twin: elbow_flex: position gap RMSE 0.08 rad above its band"],
+                            ["elbow_flex: fault cleared"], ["so101_driver: elbow_flex: ok"]]
+    assert levels[2:-1] == [["ERROR"], ["ERROR"], ["WARN"], ["INFO"], ["INFO"]]  # each change once, not every report
+    # the view's own events around them: none yet, then arriving (the next test), and the source stopped
+    assert [e[0].split(":")[0] for e in events[:2] + events[-1:]] == [
+        "no joint_states yet", "joint_states arriving", "the web view's source stopped"]
+
+
+def test_the_page_says_when_joint_states_are_missing_when_they_arrive_and_when_the_view_stops(tmp_path: Path) -> None:
+    """An arm at rest looks the same as no arm: the events say none arrive (at start, and after ``quiet_s``
+    without one, the command and diagnostics not counting), when they arrive, and that the source stopped."""
+    now = [0.0]  # the view's clock (s)
+    view = WebView(WebViewConfig(rate_hz=20.0, quiet_s=3.0), clock=lambda: now[0])
+    view.rec.save(tmp_path / "view.rrd")
+    view.log_static()
+    view.check_sources()  # still none: said once
+    now[0] = 1.0
+    view.on_joint_states("measured", 100.0, JOINT_NAMES, [0.1] * 6)
+    view.on_joint_states("measured", 100.01, JOINT_NAMES, [0.1] * 6)
+    now[0] = 3.9
+    view.check_sources()  # 2.9 s quiet: not yet
+    view.on_joint_states("command", 102.0, JOINT_NAMES, [0.2] * 6)  # the command is not the arm
+    view.on_diagnostics(102.5, [Status("so101_driver: elbow_flex", 0, "ok", {})])
+    now[0] = 4.1
+    view.check_sources()  # 3.1 s: said
+    now[0] = 9.0
+    view.check_sources()  # once a silence
+    view.on_joint_states("measured", 108.0, JOINT_NAMES, [0.1] * 6)
+    view.close()
+    table = rr.dataframe.load_recording(tmp_path / "view.rrd").view(index="log_tick", contents="/events").select().read_all()
+    rows = [(stamp, text[0], level[0]) for stamp, text, level in zip(
+        table.column("stamp").to_pylist(), table.column("/events:TextLog:text").to_pylist(),
+        table.column("/events:TextLog:level").to_pylist(), strict=True) if text is not None]
+    seconds = [(s.timestamp() if s is not None else None, text.split(":")[0], level) for s, text, level in rows]
+    assert seconds == [(0.0, "no joint_states yet", "WARN"), (100.0, "joint_states arriving", "INFO"),
+                       (102.5, "no joint_states for 3 s", "WARN"), (108.0, "joint_states arriving", "INFO"),
+                       (108.0, "the web view's source stopped", "WARN")]
 
 
 def _free_port() -> int:

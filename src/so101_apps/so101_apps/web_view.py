@@ -9,7 +9,8 @@ What it shows (entity paths): ``arm/measured``, ``arm/command``, ``arm/twin`` (t
 a 2 mm grid, one entity per link; the measured arm in the URDF's colours, the command a translucent blue
 ghost, the twin a translucent magenta one), ``position/<joint>`` (three series: measured, and the command
 and the twin as last received, at each measured state; rad), ``gap/position`` and ``gap/rmse`` (the twin's
-gap, one series per joint, rad), ``servo/{temperature,load,voltage,current}`` (one series per joint, from the
+gap, one series per joint, rad), ``arm/reach`` (a grey circle on the floor, a quarter beyond the arm's reach:
+it also frames the 3D view), ``servo/{temperature,load,voltage,current}`` (one series per joint, from the
 driver's ``/diagnostics``) and ``events`` (servo faults, any status turning WARN/ERROR or back to OK, the measured
 joint states missing, then arriving, and the view's source stopping).
 Time is the ``stamp`` timeline: the messages' header stamps. Each source is logged at most ``rate_hz`` times
@@ -205,11 +206,29 @@ class WebView:
         for kind in ARMS:
             self._log_pose(kind, {})
             rec.log(f"arm/{kind}/{self.arm.root}", rr.Transform3D(), static=True)
+        # the arm's reach on the floor, a circle around its base: also what frames the arm. rerun 0.26's blueprint
+        # cannot place the 3D view's eye; its default eye sits 1.5 half-diagonals of the scene's box from the box's
+        # centre, which crops the arm alone (the box is the arm's); the circle makes the box about twice the arm
+        rec.log("arm/reach", rr.LineStrips3D([self._reach_circle()], colors=[(150, 150, 150)], radii=rr.Radius.ui_points(1.0)),
+                static=True)
         with self._quiet_lock:
             if self._measured_at is None:
                 self._quiet = True
                 self._event("no joint_states yet: the arm is drawn at rest until they arrive (is the arm's driver "
                             "running, in this namespace and ROS domain?)", rr.TextLogLevel.WARN)
+
+    def _reach_circle(self, segments: int = 96) -> np.ndarray:
+        """A circle on the floor (z 0) around the base, a quarter beyond the arm's horizontal reach (its farthest
+        mesh vertex from the vertical axis at rest, where it lies stretched out): with the quarter, the default eye
+        showed the arms whole in 1280×800 and 1600×1000 pages (without the circle, they were cut)."""
+        reach = 0.0
+        for link, pose in self.arm.link_poses({}).items():
+            for visual in self.arm.visuals.get(link) or []:
+                placed = pose @ visual.origin
+                points = read_stl(visual.mesh).vertices @ placed[:3, :3].T + placed[:3, 3]
+                reach = max(reach, float(np.linalg.norm(points[:, :2], axis=1).max()))
+        angle = np.linspace(0.0, 2 * math.pi, segments + 1)
+        return 1.25 * reach * np.column_stack([np.cos(angle), np.sin(angle), np.zeros_like(angle)])
 
     # -- data -------------------------------------------------------------------------------------
     def _due(self, source: str, stamp: float) -> bool:

@@ -191,7 +191,7 @@ def test_monitor_web_view_shows_the_arm_its_command_and_twin_live_in_chromium(tm
     """``so101 monitor --web`` (twin on) beside an arm on the test's private domain, in a namespace; Chromium loads
     the page with every request off this machine refused. The measured arm, the command ghost and the twin ghost
     (which follows the policy's command, the twin's input) are drawn where the joint states put them, and move
-    when they change; the joint plots draw the twin's and the command's lines."""
+    when they change, each whole in the 3D view; the joint plots draw the twin's and the command's lines."""
     from playwright.sync_api import Route, sync_playwright
 
     assert CHROMIUM.exists(), "Debian's chromium is missing: make env installs it (apt-get install chromium)"
@@ -243,6 +243,11 @@ def test_monitor_web_view_shows_the_arm_its_command_and_twin_live_in_chromium(tm
                 f"the arms never showed ({tmp_path / 'last_screenshot.png'}): {seen[-3:]}\n" + "".join(lines[-20:])
             before = layouts[-1]
             assert before is not None
+            view, _ = _pixels((tmp_path / "last_screenshot.png").read_bytes())
+            inside = np.array(view.shape[:2]) - 3
+            for kind, pixels in _arms(view).items():  # the default eye frames each arm whole: none cut at an edge
+                assert (pixels.min(axis=0) > 2).all() and (pixels.max(axis=0) < inside).all(), \
+                    f"the {kind} arm is cut off by the 3D view's edge ({tmp_path / 'last_screenshot.png'})"
             arm.pose.update({"joint_states": arm.pose["joint_command"], "joint_command": arm.pose["joint_states"]})
             arm.burst(3.0)  # published while the page is open: live
 

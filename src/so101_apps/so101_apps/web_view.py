@@ -32,7 +32,7 @@ import numpy as np
 import rerun as rr
 import rerun.blueprint as rrb
 
-from so101_common.joints import JOINT_NAMES
+from so101_common.joints import JOINT_NAMES, joint
 from so101_common.parameters import parameter
 from so101_common.servo_faults import FAULTS_KEY, JOINT_KEY, SERVO_TELEMETRY
 from so101_description.kinematics import UrdfArm
@@ -48,6 +48,11 @@ ARMS: dict[str, tuple[float, float, float, float] | None] = {
 ARM_LINE_COLOURS = {"measured": (230, 180, 20), "command": (50, 115, 255), "twin": (240, 50, 215)}
 JOINT_COLOURS = [(31, 119, 180), (255, 127, 14), (44, 160, 44), (214, 39, 40), (148, 103, 189), (23, 190, 207)]
 TIMELINE = "stamp"
+# rerun 0.26 writes a plot's first automatic Y range into the blueprint and keeps it: a warming servo's line, or a
+# joint moving past where it started, left the plot. The temperature and joint plots get fixed ranges instead: from a
+# cool room to past the servos' 70 °C overheat cut-off (°C), and each joint's limits with a margin (rad).
+TEMPERATURE_RANGE_C = (15.0, 75.0)
+JOINT_RANGE_MARGIN = 0.05  # of the joint's span, each side: a measured position a little past a limit stays in view
 LEVELS = {0: rr.TextLogLevel.INFO, 1: rr.TextLogLevel.WARN, 2: rr.TextLogLevel.ERROR, 3: rr.TextLogLevel.WARN}
 
 
@@ -88,6 +93,12 @@ def _check_free(port: int, what: str) -> None:
         except OSError as err:
             raise OSError(f"web view: port {port} ({what}) is taken ({err.strerror}): another monitor or web view "
                           f"is running, or choose another port") from None
+
+
+def _joint_range(name: str) -> tuple[float, float]:
+    spec = joint(name)
+    margin = JOINT_RANGE_MARGIN * spec.span
+    return spec.lower - margin, spec.upper + margin
 
 
 def _rgba8(rgba: Sequence[float]) -> tuple[int, int, int, int]:
@@ -150,9 +161,11 @@ class WebView:
     def blueprint(self) -> rrb.Blueprint:
         window = rrb.VisibleTimeRange(TIMELINE, start=rrb.TimeRangeBoundary.cursor_relative(seconds=-self.config.plot_window_s),
                                       end=rrb.TimeRangeBoundary.cursor_relative())
-        plots = [rrb.TimeSeriesView(origin=f"position/{name}", name=f"{name} [rad]", time_ranges=window)
+        plots = [rrb.TimeSeriesView(origin=f"position/{name}", name=f"{name} [rad]", time_ranges=window,
+                                    axis_y=rrb.ScalarAxis(range=_joint_range(name)))
                  for name in JOINT_NAMES]
-        servo = [rrb.TimeSeriesView(origin=f"servo/{quantity}", name=f"{quantity} [{unit}]", time_ranges=window)
+        servo = [rrb.TimeSeriesView(origin=f"servo/{quantity}", name=f"{quantity} [{unit}]", time_ranges=window,
+                                    axis_y=rrb.ScalarAxis(range=TEMPERATURE_RANGE_C) if quantity == "temperature" else None)
                  for quantity, (_, unit) in SERVO_TELEMETRY.items()]
         return rrb.Blueprint(
             rrb.Horizontal(

@@ -12,7 +12,8 @@ and the twin as last received, at each measured state; rad), ``gap/position`` an
 gap, one series per joint, rad), ``arm/reach`` (a grey circle on the floor, a quarter beyond the arm's reach:
 it also frames the 3D view), ``servo/{temperature,load,voltage,current}`` (one series per joint, from the
 driver's ``/diagnostics``) and ``events`` (servo faults, any status turning WARN/ERROR or back to OK, the measured
-joint states missing, then arriving, and the view's source stopping).
+joint states missing, then arriving, and the view's source stopping; these three also as ``status``, the line
+under the 3D view).
 Time is the ``stamp`` timeline: the messages' header stamps. Each source is logged at most ``rate_hz`` times
 a second, and few entities change per update (a browser ingests a bounded number of chunks per frame: with
 a software renderer, a few dozen a second).
@@ -153,8 +154,8 @@ class WebView:
         """Say on the page that this source stopped (a page keeps showing the last frame, and does not follow a
         new source on the same ports by itself), then send what is left and disconnect."""
         self._at(self._stamp)
-        self._event("the web view's source stopped: the page keeps the last data it got; reload the page to see "
-                    "a new session (rerun's viewer does not reconnect by itself)", rr.TextLogLevel.WARN)
+        self._say("the web view's source stopped: reload the page for a new session (this one keeps its last data)",
+                  rr.TextLogLevel.WARN)
         self.rec.flush()
         self.rec.disconnect()
 
@@ -169,7 +170,8 @@ class WebView:
                  for quantity, (_, unit) in SERVO_TELEMETRY.items()]
         return rrb.Blueprint(
             rrb.Horizontal(
-                rrb.Spatial3DView(origin="arm", name="arm: measured, command (blue), twin (magenta)"),
+                rrb.Vertical(rrb.Spatial3DView(origin="arm", name="arm: measured, command (blue), twin (magenta)"),
+                             rrb.TextDocumentView(origin="status", name="status"), row_shares=[10, 1]),
                 rrb.Vertical(
                     rrb.Grid(*plots, grid_columns=3),
                     rrb.Horizontal(rrb.TimeSeriesView(origin="gap/position", name="twin gap sim − measured [rad]",
@@ -227,8 +229,8 @@ class WebView:
         with self._quiet_lock:
             if self._measured_at is None:
                 self._quiet = True
-                self._event("no joint_states yet: the arm is drawn at rest until they arrive (is the arm's driver "
-                            "running, in this namespace and ROS domain?)", rr.TextLogLevel.WARN)
+                self._say("no joint_states yet: the arm is drawn at rest (is its driver running, in this namespace?)",
+                          rr.TextLogLevel.WARN)
 
     def _reach_circle(self, segments: int = 96) -> np.ndarray:
         """A circle on the floor (z 0) around the base, a quarter beyond the arm's horizontal reach (its farthest
@@ -258,6 +260,13 @@ class WebView:
     def _event(self, text: str, level: rr.components.TextLogLevel) -> None:
         self.rec.log("events", rr.TextLog(text, level=level))
 
+    def _say(self, text: str, level: rr.components.TextLogLevel) -> None:
+        """An event that is also the page's status line (under the 3D view): the event log's text column is
+        cut short, or off the page's right edge, in a window narrower than about 1600 px (its time columns take
+        the width). A line of up to about 100 characters fits the status line in a 1280 px wide window."""
+        self._event(text, level)
+        self.rec.log("status", rr.TextDocument(text))
+
     def check_sources(self) -> None:
         """Say on the page when no measured joint state came for ``quiet_s``: call it every second or so (the
         node's timer); it logs once per silence, at the latest stamp logged."""
@@ -266,7 +275,7 @@ class WebView:
                 return
             self._quiet = True
             self._at(self._stamp)
-            self._event(f"no joint_states for {self.config.quiet_s:g} s: the measured arm shows its last pose",
+            self._say(f"no joint_states for {self.config.quiet_s:g} s: the measured arm shows its last pose",
                         rr.TextLogLevel.WARN)
 
     def _log_pose(self, kind: str, positions: Mapping[str, float]) -> None:
@@ -285,7 +294,7 @@ class WebView:
                 if self._quiet:
                     self._quiet = False
                     self._at(stamp)
-                    self._event("joint_states arriving", rr.TextLogLevel.INFO)
+                    self._say("joint_states arriving", rr.TextLogLevel.INFO)
         if not self._due(kind, stamp):
             return
         self._at(stamp)

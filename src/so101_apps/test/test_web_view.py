@@ -99,6 +99,9 @@ def test_the_page_says_when_joint_states_are_missing_when_they_arrive_and_when_t
     assert seconds == [(0.0, "no joint_states yet", "WARN"), (100.0, "joint_states arriving", "INFO"),
                        (102.5, "no joint_states for 3 s", "WARN"), (108.0, "joint_states arriving", "INFO"),
                        (108.0, "the web view's source stopped", "WARN")]
+    # each also the status line, the whole text
+    status = rr.dataframe.load_recording(tmp_path / "view.rrd").view(index="log_tick", contents="/status").select().read_all()
+    assert [t[0] for t in status.column("/status:TextDocument:text").to_pylist() if t is not None] == [t for _, t, _ in rows]
 
 
 def _free_port() -> int:

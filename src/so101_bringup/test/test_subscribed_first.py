@@ -14,9 +14,11 @@ from so101_bringup.composition import ComposedGraph
 from so101_bringup.node_specs import NodeSpec
 from so101_testing import wait_for
 
-# A monitor that takes a while before it subscribes, as the web view does while it loads rerun and the meshes;
-# it writes when (CLOCK_MONOTONIC, the same in every process) its subscription exists.
-SLOW_MONITOR = '''
+# One module for both nodes (its node name says which). The monitor is slow to subscribe, as the web view is while it
+# loads rerun and the meshes: it subscribes only once another node is on the graph (the graph's start-up probe while
+# the graph waits for it; without the wait, the publisher). Each writes when (CLOCK_MONOTONIC, the same in every
+# process) the publisher started and the monitor's subscription existed.
+TEST_NODE = '''
 import os, sys, time
 from pathlib import Path
 import rclpy
@@ -25,31 +27,17 @@ from rclpy.node import Node
 from std_msgs.msg import Empty
 
 if __name__ == "__main__":
+    folder = Path(os.environ["SO101_TEST_FOLDER"])
     rclpy.init(args=sys.argv)
-    node = Node("slow_monitor")
-    time.sleep(1.5)
-    node.create_subscription(Empty, "state", lambda msg: None, 10)
-    Path(os.environ["SO101_TEST_FOLDER"], "subscribed").write_text(repr(time.monotonic()))
-    try:
-        rclpy.spin(node)
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-'''
-
-# The publisher: writes when it started.
-PUBLISHER = '''
-import os, sys, time
-from pathlib import Path
-import rclpy
-from rclpy.executors import ExternalShutdownException
-from rclpy.node import Node
-from std_msgs.msg import Empty
-
-if __name__ == "__main__":
-    Path(os.environ["SO101_TEST_FOLDER"], "started").write_text(repr(time.monotonic()))
-    rclpy.init(args=sys.argv)
-    node = Node("publisher")
-    node.create_publisher(Empty, "state", 10)
+    node = Node("test_node")
+    if node.get_name() == "publisher":
+        folder.joinpath("started").write_text(repr(time.monotonic()))
+        node.create_publisher(Empty, "state", 10)
+    else:
+        while len(node.get_node_names()) < 2:
+            rclpy.spin_once(node, timeout_sec=0.05)
+        node.create_subscription(Empty, "state", lambda msg: None, 10)
+        folder.joinpath("subscribed").write_text(repr(time.monotonic()))
     try:
         rclpy.spin(node)
     except (KeyboardInterrupt, ExternalShutdownException):
@@ -67,12 +55,12 @@ if __name__ == "__main__":
 def node_modules(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("PYTHONPATH", f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
     monkeypatch.setenv("SO101_TEST_FOLDER", str(tmp_path))
-    (tmp_path / "slow_monitor_node.py").write_text(SLOW_MONITOR)
-    (tmp_path / "publisher_node.py").write_text(PUBLISHER)
+    (tmp_path / "publisher_node.py").write_text(TEST_NODE)
+    (tmp_path / "slow_monitor_node.py").write_text(TEST_NODE)  # its own file: a test replaces it
     return tmp_path
 
 
-SPECS = [NodeSpec("publisher_node:Publisher", name="publisher"), NodeSpec("slow_monitor_node:SlowMonitor", name="slow_monitor")]
+SPECS = [NodeSpec("publisher_node:TestNode", name="publisher"), NodeSpec("slow_monitor_node:TestNode", name="slow_monitor")]
 
 
 def test_the_nodes_after_a_subscribed_first_node_start_once_it_has_subscribed(node_modules: Path) -> None:

@@ -3,7 +3,8 @@
     so101 train-compensator                                   # rebuilds models/gaponet_so101_default.onnx
     so101 train-compensator --profile worn --out worn.onnx --eval-profile default
     so101 train-compensator --population --out pop.onnx       # experimental: one model for a population of arms
-    so101 train-compensator --profile worn --refine pop.onnx  # experimental: that model refined on one arm
+    so101 train-compensator --profile worn --refine models/gaponet_so101_default.onnx  # the shipped model refined
+    so101 train-compensator --profile worn --refine pop.onnx  # experimental: a population model refined on one arm
 
 Default (one arm's own model, the shipped method): excitation episodes on the virtual SO-101 of ``--profile``
 (simulated time) → paired with the MuJoCo replay → trained → closed-loop evaluation on the evaluation motions
@@ -11,10 +12,11 @@ Default (one arm's own model, the shipped method): excitation episodes on the vi
 
 ``--population``: excitation on arms drawn from the gap-profile population, one model trained on all of them,
 judged on held-out arms (the population's test seeds and any ``--eval-profile``) with the feed-forward's
-stability on every arm (``so101_apps.compensation.recipe.train_population_compensator``). ``--refine FROM``:
-that model refined on ``--profile``, collecting excitation until its validation stops improving (a progress
-line per episode says why it stopped), judged before and after. Both are experimental: measured on held-out
-arms they do not yet beat one arm's own model (``docs/research/gaponet.md``).
+stability on every arm (``so101_apps.compensation.recipe.train_population_compensator``); experimental: measured
+on held-out arms it does not yet beat one arm's own model (``docs/research/gaponet.md``). ``--refine FROM``: that
+model refined on ``--profile`` (the arm's own model starting from a per-arm model such as the shipped one, as
+``so101 demo`` does; a population model fine-tuned), collecting excitation until its validation stops improving
+(a progress line per episode says why it stopped), judged before and after.
 
 Exits 1 when a compensator makes a joint worse, pooled over the evaluation motions, on an arm it is judged on.
 """
@@ -61,18 +63,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--duration", type=positive_float, default=_RECIPE.duration, help="s per excitation motion")
     parser.add_argument("--epochs", type=positive_int, default=None, help="training epochs")
     parser.add_argument("--seed", type=int, default=_RECIPE.seed, help="training seed")
-    experimental = parser.add_argument_group("experimental (measured: not yet better than one arm's own model)")
-    mode = experimental.add_mutually_exclusive_group()
-    mode.add_argument("--population", action="store_true", help="one model for a population of arms")
+    mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--refine", type=Path, default=None, metavar="FROM",
-                      help="refine this population model (ONNX) on --profile until validation stops improving")
+                      help="refine this model (ONNX: a per-arm compensator such as the shipped "
+                           "gaponet_so101_default.onnx, or a population model) on --profile, collecting excitation "
+                           "until validation stops improving")
+    mode.add_argument("--population", action="store_true",
+                      help="experimental: one model for a population of arms (measured: not yet better than one "
+                           "arm's own model)")
+    experimental = parser.add_argument_group("with --population (experimental)")
     experimental.add_argument("--arms", type=positive_int, default=_POPULATION.arms, help="training arms (population seeds 0..N-1)")
     experimental.add_argument("--eval-arms", type=int, default=_POPULATION.eval_arms,
                               help="held-out arms drawn from the population's test seeds")
     experimental.add_argument("--data", type=Path, default=None,
                               help="keep the arms' excitation datasets here (reused by a later run with the same arms)")
-    experimental.add_argument("--max-episodes", type=positive_int, default=_REFINE.max_episodes,
-                              help="with --refine: cap on excitation episodes")
+    parser.add_argument("--max-episodes", type=positive_int, default=_REFINE.max_episodes,
+                        help="with --refine: cap on excitation episodes")
 
 
 def default_eval_motions() -> list[tuple[str, JointTrajectory]]:

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from so101_common.paired_dataset import PairedDataset
+from so101_gaponet.model_file import read_metadata
 from so101_recorder.bag_reader import read_joint_states
 from so101_testing import best_lagged_correlation, private_ros_env
 
@@ -57,12 +58,15 @@ def test_demo_loop_collects_excitation_until_enough_and_judges_on_a_motion_it_ne
         env=private_ros_env(), capture_output=True, text=True, timeout=400)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "Traceback" not in result.stdout + result.stderr  # not even a child's, at shutdown
-    # one progress line per excitation episode, the last one saying why collection stopped (here: the cap)
-    assert "refinement: excitation-0 (episode 1): no model to judge it with yet; collecting more" in result.stdout
+    # one progress line per excitation episode, the last one saying why collection stopped (here: the cap); training
+    # starts from the shipped model, which judges the first episode
+    assert ("refinement: excitation-0 (episode 1): validation loss" in result.stdout
+            and "with the start model (gaponet_so101_default.onnx); collecting more" in result.stdout)
     assert "refinement: excitation-1 (episode 2): validation loss" in result.stdout
     assert "the cap of 2 episodes" in result.stdout
     record = json.loads((out / "gaponet_trained.json").read_text())
     assert record["episodes"] == ["excitation-0", "excitation-1"] and record["stopped"] == "the cap of 2 episodes"
+    assert read_metadata(out / "gaponet_trained.onnx").provenance["started_from"]["profile"] == "default"
     trained_on = PairedDataset.load(out / "excitation" / "dataset")
     assert [e.name for e in trained_on] == ["excitation-0", "excitation-1"]
     for condition in ("baseline", "compensated"):

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from so101_bringup.share import config_dir
+from so101_bringup.share import config_dir, models_dir
 from so101_common.joints import JOINT_NAMES
 from so101_common.sage import read_motion_file, write_motion_file
 from so101_common.trajectory import JointTrajectory
@@ -44,7 +44,24 @@ def test_a_population_model_is_trained_judged_held_out_and_refined_on_an_arm_it_
                            "--eval-motion", str(motion), "--out", str(refined)])
     record = json.loads(refined.with_suffix(".json").read_text())
     assert record["episodes"] == 2 and record["stopped"]  # the cap, or enough already at the second
-    assert [e["profile"] for e in record["evaluations"]] == ["weak_gains (population model)", "weak_gains"]
+    assert [e["profile"] for e in record["evaluations"]] == ["weak_gains (start model)", "weak_gains"]
     worse = any(record["evaluations"][-1]["pooled"][n]["cut_percent"] < 0 for n in JOINT_NAMES)
     assert status == int(worse)
     assert load_model(refined).metadata.provenance["refinement_episodes"] == 2
+
+
+def test_the_shipped_model_is_refined_on_an_arm_it_never_saw(tmp_path: Path) -> None:
+    """``--refine`` with a per-arm model: the arm's own model starts from it, collecting until validation stops
+    improving (what ``so101 demo`` does through ROS)."""
+    motion = _short_motion(tmp_path)
+    refined = tmp_path / "worn.onnx"
+    status = run_cli(CLI, ["--profile", "worn", "--refine", str(models_dir() / "gaponet_so101_default.onnx"),
+                           "--max-episodes", "2", *TOY, "--eval-motion", str(motion), "--out", str(refined)])
+    record = json.loads(refined.with_suffix(".json").read_text())
+    # the start model judges the first episode, so the second is already a comparison
+    assert record["episodes"] == 2 and record["steps"][0]["loss"] is not None and record["stopped"]
+    assert [e["profile"] for e in record["evaluations"]] == ["worn (start model)", "worn"]
+    worse = any(record["evaluations"][-1]["pooled"][n]["cut_percent"] < 0 for n in JOINT_NAMES)
+    assert status == int(worse)
+    metadata = load_model(refined).metadata
+    assert metadata.model_kind == "joint_mlp" and metadata.provenance["started_from"]["profile"] == "default"

@@ -12,19 +12,25 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["train_and_export", "write_and_check"]
+__all__ = ["reproduction_error", "train_and_export", "write_and_check"]
 
 
 def write_and_check(module: Any, metadata: Any, out: Path, file_format: str) -> float:
     """Write the model file, reload it and return the largest difference to the torch module's output."""
-    import torch
-
     from so101_gaponet.model_file import load_model, save_onnx, save_torchscript
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)  # torch.jit deprecation notices
         (save_onnx if file_format == "onnx" else save_torchscript)(module, metadata, out)
         model = load_model(out)
+    return reproduction_error(module, metadata, model)
+
+
+def reproduction_error(module: Any, metadata: Any, model: Any) -> float:
+    """The largest difference between the torch ``module``'s output and the model file's (``model``, loaded) on
+    eight random normalised inputs of ``metadata``'s shape."""
+    import torch
+
     rng = np.random.default_rng(0)
     history = rng.standard_normal((8, metadata.history, metadata.history_columns)).astype(np.float32)
     commands = rng.standard_normal((8, metadata.future_steps, metadata.num_joints)).astype(np.float32)

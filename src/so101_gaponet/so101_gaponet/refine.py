@@ -7,8 +7,8 @@ the episode before brought less than ``tolerance`` of improvement in that valida
 excitation is not worth its time and collection stops; it stops in any case at ``max_episodes``. The model
 returned is trained on every episode collected.
 
-What is trained is an :class:`EpisodeTrainer`: :class:`ArmTrainer` (the arm's own compensator from scratch,
-``joint_mlp``: what ``so101 demo`` trains through ROS) or :class:`PopulationTrainer` (a population model
+What is trained is an :class:`EpisodeTrainer`: :class:`ArmTrainer` (the arm's own compensator, ``joint_mlp``,
+from scratch or from a per-arm model such as the shipped ``default`` one: what ``so101 demo`` trains through ROS) or :class:`PopulationTrainer` (a population model
 fine-tuned on the arm: ``so101 train-compensator --refine``; it also judges the first episode, so the first
 comparison comes one episode earlier).
 """
@@ -30,7 +30,8 @@ if TYPE_CHECKING:  # torch is imported when training starts, not by the command 
     from so101_gaponet.train import TrainConfig, TrainResult
     from so101_gaponet.train_population import PopulationResult
 
-__all__ = ["RefineSettings", "RefineStep", "EpisodeTrainer", "ArmTrainer", "PopulationTrainer", "Refinement"]
+__all__ = ["RefineSettings", "RefineStep", "EpisodeTrainer", "ArmTrainer", "PopulationTrainer", "Refinement",
+           "trainer_from_file"]
 
 
 @dataclass(frozen=True)
@@ -98,21 +99,23 @@ class EpisodeTrainer(Protocol):
 
 
 class ArmTrainer:
-    """The arm's own compensator, trained from scratch on the episodes so far (:func:`so101_gaponet.train.train`'s
-    objective); its loss is the mean squared error of Δ in rad² (models trained on different episodes have
-    different normalisations, so the loss is in physical units)."""
+    """The arm's own compensator (:func:`so101_gaponet.train.train`'s objective), trained on the episodes so far from
+    scratch or, given ``start`` (a per-arm model, :func:`so101_gaponet.train.load_start`), from that model, which
+    then also judges the first episode; its loss is the mean squared error of Δ in rad² (models trained from
+    scratch on different episodes have different normalisations, so the loss is in physical units)."""
 
-    start: TrainResult | None = None
-    start_label = "no model"
+    def __init__(self, config: TrainConfig, start: TrainResult | None = None, start_label: str = "the start model") -> None:
+        from so101_gaponet.train import continued_config
 
-    def __init__(self, config: TrainConfig) -> None:
-        self.config = config
+        self.config = config if start is None else continued_config(config, start.metadata)
+        self.start = start
+        self.start_label = start_label if start is not None else "no model"
 
     def train(self, episodes: Sequence[PairedDataset]) -> TrainResult:
         from so101_gaponet.train import samples_of, train_samples
 
         names = [episode.name for dataset in episodes for episode in dataset.episodes]
-        result = train_samples(samples_of(episodes, names, self.config), self.config)
+        result = train_samples(samples_of(episodes, names, self.config), self.config, self.start)
         if not math.isfinite(result.validation_losses[-1]):
             raise RuntimeError("training diverged (non-finite validation loss)")
         return result
@@ -175,6 +178,18 @@ class PopulationTrainer:
 
         data = population_samples([episode], self.config.context_rows, self.config.horizon)
         return validation_loss(model.module, model.metadata.normalisation, data, self.config, self.seed)
+
+
+def trainer_from_file(path: str | Path, settings: RefineSettings = RefineSettings()) -> EpisodeTrainer:
+    """The trainer that refines the model file ``path``: a population model (``context_mlp``) fine-tuned, or a
+    per-arm compensator (such as the shipped ``default`` one) that the arm's own model starts from."""
+    from so101_gaponet.model_file import read_metadata
+    from so101_gaponet.train import TrainConfig, load_start
+
+    if read_metadata(path).model_kind == "context_mlp":
+        return PopulationTrainer.from_file(path, settings)
+    config = TrainConfig(epochs=settings.epochs, learning_rate=settings.learning_rate, seed=settings.seed, progress=False)
+    return ArmTrainer(config, load_start(path), f"the start model ({Path(path).name})")
 
 
 class Refinement:

@@ -7,8 +7,8 @@ The recipes behind ``so101 train-compensator``, each writing a model and a JSON 
   the training seeds) → the population compensator (:mod:`so101_gaponet.train_population`) → closed-loop
   evaluation on arms drawn from the test seeds and on the given arms, on the evaluation motions, and the
   feed-forward's stability on every arm, trained on and held out;
-- :func:`refine_compensator`: the population model refined on one arm with as many excitation episodes as
-  its validation asks for (:mod:`so101_gaponet.refine`), judged before and after on the evaluation motions;
+- :func:`refine_compensator`: a model (the shipped per-arm one, or a population model) refined on one arm with as
+  many excitation episodes as its validation asks for (:mod:`so101_gaponet.refine`), judged before and after on the evaluation motions;
 - :func:`train_compensator`: one arm's own model from scratch (``joint_mlp``) on a fixed number of excitation
   episodes (``models/gaponet_so101_default.onnx``, the shipped default, is ``default``'s).
 
@@ -43,7 +43,7 @@ from so101_common.trajectory import JointTrajectory
 from so101_gaponet.excitation import excitation_motion
 from so101_gaponet.export import train_and_export, write_and_check
 from so101_gaponet.model_file import load_model
-from so101_gaponet.refine import PopulationTrainer, Refinement, RefineSettings
+from so101_gaponet.refine import Refinement, RefineSettings, trainer_from_file
 from so101_gaponet.train_population import PopulationConfig, train_population
 from so101_virtual.population import TEST_SEEDS, TRAIN_SEEDS, ArmPopulation
 from so101_virtual.profiles import GapProfile, load_profile, profile_to_dict
@@ -206,13 +206,13 @@ def _cut_line(evaluation: dict[str, Any]) -> str:
 def refine_compensator(profile: GapProfile | str, start: Path, out: Path, eval_motions: Sequence[tuple[str, JointTrajectory]],
                        settings: RefineSettings | None = None, duration: float = 30.0,
                        progress: bool = True) -> dict[str, Any]:
-    """Refine the population model ``start`` on ``profile``'s excitation until its validation stops improving
-    (``settings``: default :class:`RefineSettings`), write ``out`` and its report, and judge both models on the
-    evaluation motions."""
+    """Refine the model ``start`` (a per-arm compensator such as the shipped one, or a population model) on
+    ``profile``'s excitation until its validation stops improving (``settings``: default :class:`RefineSettings`),
+    write ``out`` and its report, and judge both models on the evaluation motions."""
     arm = load_profile(profile)
     settings = settings or RefineSettings()
     started = time.monotonic()
-    refinement = Refinement(PopulationTrainer.from_file(start, settings), settings)
+    refinement = Refinement(trainer_from_file(start, settings), settings)
     while not refinement.done:
         index = len(refinement.steps)
         name = f"excitation-{index}"
@@ -228,7 +228,7 @@ def refine_compensator(profile: GapProfile | str, start: Path, out: Path, eval_m
         "profile": arm.name, "model": str(out), "start": str(start), "refine_s": round(refined, 1),
         "settings": asdict(settings), "episodes": len(refinement.steps),
         "steps": [asdict(s) for s in refinement.steps], "stopped": refinement.steps[-1].stop,
-        "evaluations": [_evaluation(f"{arm.name} (population model)", evaluate(arm, eval_motions, load_model(start))),
+        "evaluations": [_evaluation(f"{arm.name} (start model)", evaluate(arm, eval_motions, load_model(start))),
                         _evaluation(arm.name, evaluate(arm, eval_motions, load_model(out)))]}
     out.with_suffix(".json").write_text(json.dumps(report, indent=2) + "\n")
     return report

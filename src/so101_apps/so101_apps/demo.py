@@ -9,8 +9,8 @@
 
 By default the demo closes the loop on motions the compensator never saw: the evaluation motions without
 compensation (the baseline), then excitation episodes (``excitation-<seed>``), each paired with a MuJoCo
-replay as it ends, with a GapONet compensator trained on the episodes so far (starting from the shipped
-``default`` model unless ``--from-scratch`` or ``--start-model``), until the next episode's
+replay as it ends, with a GapONet compensator trained on the episodes so far (a new network, or from
+``--start-model``), until the next episode's
 validation says more excitation no longer helps (``so101_gaponet.refine``; at most ``--excitation`` episodes,
 and none once one more episode and the evaluation motions would heat a servo to its overheat protection; a
 progress line per episode says why it stopped) → the evaluation motions again, compensated → before/after
@@ -38,7 +38,7 @@ from so101_apps import ros_environment
 from so101_apps.motion_runs import MotionSpec, RecordedMotion
 from so101_apps.session import run_session
 from so101_bringup.node_specs import GraphOptions
-from so101_bringup.share import config_dir, models_dir
+from so101_bringup.share import config_dir
 from so101_common import topics
 from so101_common.cli_args import non_negative_float, positive_float, positive_int
 from so101_common.joints import JOINT_NAMES, SHORT_NAMES
@@ -77,11 +77,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="with --single: this compensator model instead of the shipped one (ONNX, or "
                              "TorchScript: that is code, torch.jit.load runs it; use only files you trust)")
     parser.add_argument("--epochs", type=positive_int, default=30, help="GapONet training epochs in the loop (default 30)")
-    start = parser.add_mutually_exclusive_group()
-    start.add_argument("--start-model", type=Path, default=None, metavar="FILE",
-                       help="per-arm compensator (ONNX) the loop's training starts from (default: the shipped "
-                            "gaponet_so101_default.onnx; it also judges the first excitation episode)")
-    start.add_argument("--from-scratch", action="store_true", help="train the loop's compensator from a new network")
+    parser.add_argument("--start-model", type=Path, default=None, metavar="FILE",
+                        help="per-arm compensator (ONNX, e.g. the shipped gaponet_so101_default.onnx) the loop's "
+                             "training starts from, instead of a new network; it also judges the first excitation "
+                             "episode")
     parser.add_argument("--print-period", type=positive_float, default=1.0, help="seconds between live joint-state lines")
     parser.add_argument("--no-analysis", action="store_true", help="stop after recording (no replay/pair/report)")
     parser.add_argument("--web", action="store_true",
@@ -222,8 +221,7 @@ def run(args: argparse.Namespace) -> int:
                   for seed in range(settings.max_episodes)]
     if {m.name for m in excitation} & {m.name for m in evaluation}:
         raise ValueError("an evaluation motion may not be an excitation (training) motion")
-    start = None if args.from_scratch else args.start_model or models_dir() / "gaponet_so101_default.onnx"
-    collector = _Collector(settings, args.epochs, {m.name for m in excitation}, out / "excitation", start)
+    collector = _Collector(settings, args.epochs, {m.name for m in excitation}, out / "excitation", args.start_model)
     recorded = run_session("uncompensated: the evaluation motions, then excitation until the compensator has enough",
                            _options(out / "uncompensated", args, False, None, "demo"),
                            [*evaluation, *excitation], args.print_period, after_each=collector)

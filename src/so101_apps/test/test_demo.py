@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
+from so101_bringup.share import models_dir
 from so101_common.paired_dataset import PairedDataset
 from so101_gaponet.model_file import read_metadata
 from so101_recorder.bag_reader import read_joint_states
@@ -58,15 +59,13 @@ def test_demo_loop_collects_excitation_until_enough_and_judges_on_a_motion_it_ne
         env=private_ros_env(), capture_output=True, text=True, timeout=400)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "Traceback" not in result.stdout + result.stderr  # not even a child's, at shutdown
-    # one progress line per excitation episode, the last one saying why collection stopped (here: the cap); training
-    # starts from the shipped model, which judges the first episode
-    assert ("refinement: excitation-0 (episode 1): validation loss" in result.stdout
-            and "with the start model (gaponet_so101_default.onnx); collecting more" in result.stdout)
+    # one progress line per excitation episode, the last one saying why collection stopped (here: the cap)
+    assert "refinement: excitation-0 (episode 1): no model to judge it with yet; collecting more" in result.stdout
     assert "refinement: excitation-1 (episode 2): validation loss" in result.stdout
     assert "the cap of 2 episodes" in result.stdout
     record = json.loads((out / "gaponet_trained.json").read_text())
     assert record["episodes"] == ["excitation-0", "excitation-1"] and record["stopped"] == "the cap of 2 episodes"
-    assert read_metadata(out / "gaponet_trained.onnx").provenance["started_from"]["profile"] == "default"
+    assert "started_from" not in read_metadata(out / "gaponet_trained.onnx").provenance  # a new network
     trained_on = PairedDataset.load(out / "excitation" / "dataset")
     assert [e.name for e in trained_on] == ["excitation-0", "excitation-1"]
     for condition in ("baseline", "compensated"):
@@ -79,6 +78,16 @@ def test_demo_loop_collects_excitation_until_enough_and_judges_on_a_motion_it_ne
     # the compensator cuts the gap of the joints wave moves most, through ROS (Δ = 0 would leave it)
     for joint in ("shoulder_lift", "elbow_flex", "wrist_flex"):
         assert rmse["after"][joint] < 0.7 * rmse["before"][joint], (joint, rmse)
+
+
+def test_a_start_model_that_is_no_per_arm_compensator_stops_the_demo_before_the_arm_moves(tmp_path: Path) -> None:
+    out = tmp_path / "demo"
+    result = subprocess.run(
+        [sys.executable, "-m", "so101_apps.cli", "demo", "--start-model", str(models_dir() / "so101_sim_delta.onnx"),
+         "--out", str(out)], env=private_ros_env(), capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1
+    assert "so101 demo: error:" in result.stderr and "not a per-arm compensator" in result.stderr
+    assert not out.exists()  # nothing recorded
 
 
 def test_collection_stops_before_one_more_episode_and_the_evaluation_would_overheat_a_servo() -> None:

@@ -139,10 +139,16 @@ class _Collector:
 
     def __init__(self, settings: RefineSettings, epochs: int, names: set[str], out: Path, start: Path | None) -> None:
         from so101_gaponet.refine import ArmTrainer, Refinement
-        from so101_gaponet.train import TrainConfig, load_start
+        from so101_gaponet.train import TrainConfig, check_start_fits, load_start
+        from so101_sim2real.pairing.align import AlignConfig
 
         config = TrainConfig(epochs=epochs, progress=False)
-        trainer = ArmTrainer(config) if start is None else ArmTrainer(config, load_start(start), f"the start model ({start.name})")
+        if start is None:
+            trainer = ArmTrainer(config)
+        else:  # refused here, before the arm moves, rather than at the first training
+            model = load_start(start)
+            check_start_fits(model.metadata, JOINT_NAMES, AlignConfig().rate_hz)
+            trainer = ArmTrainer(config, model, f"the start model ({start.name})")
         self.refinement = Refinement(trainer, settings)
         self.names, self.out = names, out
         self.datasets: dict[str, PairedDataset] = {}  # each excitation episode, paired as it ended

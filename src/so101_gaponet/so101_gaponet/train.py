@@ -42,7 +42,8 @@ from so101_gaponet.inputs import RelativeStateInputs
 from so101_gaponet.metadata import HISTORY_FEATURES, GapModelMetadata, ModelFileError, ModelKind, Normalisation
 from so101_gaponet.models import NETWORK_KINDS, ArchConfig, PerJointLinear, build_model
 
-__all__ = ["CompensatorSamples", "compensator_samples", "compensator_arch", "compensator_module", "compensator_metadata", "delta_loss", "normalised_tensors", "normalisation_of", "FitResult", "TrainConfig", "TrainResult", "TrainingError", "build_samples", "fit_network", "train", "train_samples", "samples_of", "git_revision", "load_start", "continued_config"]
+__all__ = ["CompensatorSamples", "compensator_samples", "compensator_arch", "compensator_module", "compensator_metadata", "delta_loss", "normalised_tensors", "normalisation_of", "FitResult", "TrainConfig", "TrainResult", "TrainingError", "build_samples", "fit_network", "train", "train_samples", "samples_of", "git_revision", "load_start", "continued_config",
+           "check_start_fits"]
 
 _log = logging.getLogger(__name__)
 
@@ -442,10 +443,16 @@ def train_samples(samples: CompensatorSamples, config: TrainConfig, start: Train
     return TrainResult(fitted.module, metadata, fitted.train_losses, fitted.validation_losses, fitted.initial_validation_loss)
 
 
-def _check_start(start: GapModelMetadata, samples: CompensatorSamples, config: TrainConfig) -> None:
-    if tuple(start.joints) != tuple(samples.joints) or not math.isclose(start.rate_hz, samples.rate_hz):
+def check_start_fits(start: GapModelMetadata, joints: Sequence[str], rate_hz: float) -> None:
+    """Raise :class:`TrainingError` unless a start model's joints and rate are the data's (check it before
+    collecting data for it)."""
+    if tuple(start.joints) != tuple(joints) or not math.isclose(start.rate_hz, rate_hz):
         raise TrainingError(f"the start model is for {list(start.joints)} at {start.rate_hz:g} Hz, the data "
-                            f"{list(samples.joints)} at {samples.rate_hz:g} Hz")
+                            f"{list(joints)} at {rate_hz:g} Hz")
+
+
+def _check_start(start: GapModelMetadata, samples: CompensatorSamples, config: TrainConfig) -> None:
+    check_start_fits(start, samples.joints, samples.rate_hz)
     wanted = compensator_arch(samples, config).record()
     if {k: start.architecture.get(k) for k in wanted} != wanted:
         raise TrainingError(f"the start model's network {start.architecture} is not the one this training builds "

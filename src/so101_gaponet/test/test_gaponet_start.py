@@ -13,7 +13,15 @@ from so101_gaponet.metadata import ModelFileError
 from so101_gaponet.model_file import load_model, save_onnx
 from so101_gaponet.refine import ArmTrainer, Refinement, RefineSettings
 from so101_gaponet.synthetic import make_dataset
-from so101_gaponet.train import TrainConfig, TrainingError, TrainResult, load_start, samples_of, train_samples
+from so101_gaponet.train import (
+    TrainConfig,
+    TrainingError,
+    TrainResult,
+    check_start_fits,
+    load_start,
+    samples_of,
+    train_samples,
+)
 
 CONFIG = TrainConfig(hidden=16, epochs=20, progress=False)
 
@@ -68,6 +76,12 @@ def test_training_from_the_start_model_keeps_its_inputs_and_needs_less_data(star
     assert load_start(path).metadata == loaded.metadata  # the start model itself is not changed
     with pytest.raises(TrainingError, match="continued_config"):
         train_samples(little, TrainConfig(hidden=16, horizon=4, epochs=1, progress=False), loaded)
+    # data at another rate or of other joints: refused, and checkable before any data is collected
+    check_start_fits(loaded.metadata, little.joints, 50.0)
+    with pytest.raises(TrainingError, match="at 50 Hz, the data .* at 100 Hz"):
+        check_start_fits(loaded.metadata, little.joints, 100.0)
+    with pytest.raises(TrainingError, match="the start model is for"):
+        check_start_fits(loaded.metadata, little.joints[:5], 50.0)
 
 
 def test_refinement_from_a_start_model_judges_the_first_episode_with_it(start, tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ judged on held-out arms (the population's test seeds and any ``--eval-profile``)
 stability on every arm (``so101_apps.compensation.recipe.train_population_compensator``); experimental: measured
 on held-out arms it does not yet beat one arm's own model (``docs/research/gaponet.md``). ``--refine FROM``: that
 model refined on ``--profile`` (the arm's own model starting from a per-arm model such as the shipped one, as
-``so101 demo`` does; a population model fine-tuned), collecting excitation until its validation stops improving
+``so101 demo --start-model`` does; a population model fine-tuned), collecting excitation until its validation stops improving
 (a progress line per episode says why it stopped), judged before and after.
 
 Exits 1 when a compensator makes a joint worse, pooled over the evaluation motions, on an arm it is judged on.

@@ -8,7 +8,8 @@ excitation is not worth its time and collection stops; it stops in any case at `
 returned is trained on every episode collected.
 
 What is trained is an :class:`EpisodeTrainer`: :class:`ArmTrainer` (the arm's own compensator, ``joint_mlp``,
-from scratch or from a per-arm model such as the shipped ``default`` one: what ``so101 demo`` trains through ROS) or :class:`PopulationTrainer` (a population model
+from scratch, what ``so101 demo`` trains through ROS, or from a per-arm model such as the shipped one, which
+then judges the first episode) or :class:`PopulationTrainer` (a population model
 fine-tuned on the arm: ``so101 train-compensator --refine``; it also judges the first episode, so the first
 comparison comes one episode earlier).
 """

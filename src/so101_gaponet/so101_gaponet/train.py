@@ -42,8 +42,7 @@ from so101_gaponet.inputs import RelativeStateInputs
 from so101_gaponet.metadata import HISTORY_FEATURES, GapModelMetadata, ModelFileError, ModelKind, Normalisation
 from so101_gaponet.models import NETWORK_KINDS, ArchConfig, PerJointLinear, build_model
 
-__all__ = ["CompensatorSamples", "compensator_samples", "compensator_arch", "compensator_module", "compensator_metadata", "delta_loss", "normalised_tensors", "normalisation_of", "FitResult", "TrainConfig", "TrainResult", "TrainingError", "build_samples", "fit_network", "train", "train_samples", "samples_of", "git_revision", "load_start", "continued_config",
-           "check_start_fits"]
+__all__ = ["CompensatorSamples", "compensator_samples", "compensator_arch", "compensator_module", "compensator_metadata", "delta_loss", "normalised_tensors", "normalisation_of", "FitResult", "TrainConfig", "TrainResult", "TrainingError", "build_samples", "fit_network", "train", "train_samples", "samples_of", "git_revision", "load_start", "continued_config", "check_start_fits"]
 
 _log = logging.getLogger(__name__)
 
@@ -416,9 +415,9 @@ def train_samples(samples: CompensatorSamples, config: TrainConfig, start: Train
 
     ``start``: a fitted compensator (:func:`load_start`) to continue from, with its normalisation kept (the
     network's inputs mean what they meant), instead of a new network; ``config`` must give its shape
-    (:func:`continued_config`). Measured on 11 held-out arms, 4 × 30 s of excitation each, from the shipped
-    ``default`` model against from scratch: median cut on the four SAGE motions higher on lift, elbow and wrist
-    flex by 3–4 points, elbow higher on 10 of the 11 (package README).
+    (:func:`continued_config`). Measured on 11 held-out arms in simulated time, 4 × 30 s of excitation each, from
+    the shipped ``default`` model against from scratch: median cuts on the four SAGE motions 4–6 points higher on
+    lift, elbow, wrist flex and wrist roll; through ROS on ``default`` itself it was not better (package README).
     """
     if start is None:
         normalisation = normalisation_of(samples.history, samples.commands, samples.delta)

@@ -44,11 +44,12 @@ from so101_common.cli_args import non_negative_float, positive_float, positive_i
 from so101_common.joints import JOINT_NAMES, SHORT_NAMES
 from so101_common.paired_dataset import PairedDataset
 from so101_feetech.control_table import Register
+from so101_gaponet.metadata import GapModelMetadata
 from so101_gaponet.refine import RefineSettings
 from so101_policy.motions import EXCITATION_PREFIX
 from so101_virtual.servo_memory import FACTORY_DEFAULTS
 
-__all__ = ["add_arguments", "run"]
+__all__ = ["add_arguments", "run", "unseen_seed"]
 
 DEFAULT_EVAL_MOTIONS = ("multisine", "chirp_sweep")  # config/motions/<name>.txt: real SAGE motions
 COLLECTION = RefineSettings(max_episodes=4)  # the demo's excitation: 2 to 4 episodes of 30 s (≤ 5 min in all)
@@ -134,23 +135,34 @@ def thermal_halt(temperatures: np.ndarray, episode_heating: np.ndarray, evaluati
             f"its {limit_c:.0f} °C overheat protection")
 
 
+def unseen_seed(start: GapModelMetadata) -> int:
+    """The first excitation seed past those a start model was trained on (its provenance names the episodes, as
+    the demo's models do): each new episode is then a motion no model has seen, which is what lets it judge
+    them. Measured: two demos starting from an earlier demo's model on the same seeds stopped after 2 episodes
+    (the start judged motions it had trained on better than the model fine-tuned on one episode did by 61–72 %)."""
+    seeds = [int(name[len(EXCITATION_PREFIX):]) for name in start.provenance.get("datasets", [])
+             if isinstance(name, str) and name.startswith(EXCITATION_PREFIX) and name[len(EXCITATION_PREFIX):].isdigit()]
+    return max(seeds) + 1 if seeds else 0
+
+
 class _Collector:
     """After each excitation episode: pair it, train on the episodes so far, say whether to collect more."""
 
-    def __init__(self, settings: RefineSettings, epochs: int, names: set[str], out: Path, start: Path | None) -> None:
+    def __init__(self, settings: RefineSettings, epochs: int, out: Path, start: Path | None) -> None:
         from so101_gaponet.refine import ArmTrainer, Refinement
         from so101_gaponet.train import TrainConfig, check_start_fits, load_start
         from so101_sim2real.pairing.align import AlignConfig
 
         config = TrainConfig(epochs=epochs, progress=False)
         if start is None:
-            trainer = ArmTrainer(config)
+            trainer, first_seed = ArmTrainer(config), 0
         else:  # refused here, before the arm moves, rather than at the first training
             model = load_start(start)
             check_start_fits(model.metadata, JOINT_NAMES, AlignConfig().rate_hz)
-            trainer = ArmTrainer(config, model, f"the start model ({start.name})")
+            trainer, first_seed = ArmTrainer(config, model, f"the start model ({start.name})"), unseen_seed(model.metadata)
         self.refinement = Refinement(trainer, settings)
-        self.names, self.out = names, out
+        self.excitation = [f"{EXCITATION_PREFIX}{seed}" for seed in range(first_seed, first_seed + settings.max_episodes)]
+        self.names, self.out = set(self.excitation), out
         self.datasets: dict[str, PairedDataset] = {}  # each excitation episode, paired as it ended
         self.evaluation_heating = np.zeros(len(JOINT_NAMES))  # °C the evaluation motions heated each servo
 
@@ -223,11 +235,10 @@ def run(args: argparse.Namespace) -> int:
 
     evaluation = _eval_motions(args)
     settings = replace(COLLECTION, max_episodes=max(args.excitation, COLLECTION.min_episodes))
-    excitation = [MotionSpec(f"{EXCITATION_PREFIX}{seed}", f"{EXCITATION_PREFIX}{seed}", args.excitation_seconds)
-                  for seed in range(settings.max_episodes)]
+    collector = _Collector(settings, args.epochs, out / "excitation", args.start_model)
+    excitation = [MotionSpec(name, name, args.excitation_seconds) for name in collector.excitation]
     if {m.name for m in excitation} & {m.name for m in evaluation}:
         raise ValueError("an evaluation motion may not be an excitation (training) motion")
-    collector = _Collector(settings, args.epochs, {m.name for m in excitation}, out / "excitation", args.start_model)
     recorded = run_session("uncompensated: the evaluation motions, then excitation until the compensator has enough",
                            _options(out / "uncompensated", args, False, None, "demo"),
                            [*evaluation, *excitation], args.print_period, after_each=collector)

@@ -90,6 +90,16 @@ def test_a_start_model_that_is_no_per_arm_compensator_stops_the_demo_before_the_
     assert not out.exists()  # nothing recorded
 
 
+def test_excitation_after_a_start_model_continues_past_the_motions_it_was_trained_on() -> None:
+    from so101_apps.demo import unseen_seed
+
+    shipped = read_metadata(models_dir() / "gaponet_so101_default.onnx")
+    assert unseen_seed(shipped) == 0  # trained on one folder of excitation: no episode names to go by
+    earlier_demo = shipped.model_copy(update={"provenance": {
+        **shipped.provenance, "datasets": ["excitation-0", "excitation-1", "excitation-3", "multisine", "excitation-x"]}})
+    assert unseen_seed(earlier_demo) == 4
+
+
 def test_collection_stops_before_one_more_episode_and_the_evaluation_would_overheat_a_servo() -> None:
     """heavy_payload's shoulder_lift as measured in make demo: 50 °C after its first excitation episode (+8 °C),
     the two evaluation motions +17 °C: one more episode and the evaluation would reach 75 °C, past the STS3215's

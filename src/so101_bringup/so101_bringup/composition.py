@@ -27,6 +27,7 @@ from rclpy.parameter import Parameter
 from so101_bringup.node_processes import NodeProcesses
 from so101_bringup.node_specs import NodeSpec
 from so101_bringup.share import config_dir
+from so101_bringup.start_order import start_order
 from so101_common.waiting import wait_for
 
 __all__ = ["ComposedGraph", "NodeFailed"]
@@ -45,17 +46,14 @@ class ComposedGraph:
     parameter files, overrides and remappings), as a launch file runs every node; their output goes to this
     process's console, as a launch's ``output='screen'``. Why: one process runs
     its nodes' callbacks one at a time (the GIL); measured in the demo, the compensated deploy graph
-    delivered joint states at 75–82 % of the driver's rate in one process. ``low_priority``: nodes of
-    ``own_process`` that run at a lower scheduling priority (nice +10: monitors such as the gap twin, which
-    must never take the CPU from the driver and the arm's bus on a busy machine). ``subscribed_first``: nodes of
-    ``own_process`` started before every other node, which start once each of these has its subscriptions on the
-    graph. Why: a subscriber that joins a running publisher can hold that publisher's ``publish`` for about 0.33 s
-    in Fast DDS (measured: about one start of the web view in four, with the driver's joint states; the driver
-    process is stopped meanwhile, and its servos hold their last goals). Started after its monitors, the driver
-    meets that hold, if at all, in its first second, before a session's first motion.
+    delivered joint states at 75–82 % of the driver's rate in one process. ``low_priority`` and
+    ``subscribed_first``: :mod:`so101_bringup.start_order`. Why the monitors start first: a subscriber that joins
+    a running publisher can hold that publisher's ``publish`` for about 0.33 s in Fast DDS (measured: about one
+    start of the web view in four, with the driver's joint states; the driver process is stopped meanwhile, and
+    its servos hold their last goals). Started after its monitors, the driver meets that hold, if at all, in its
+    first second, before a session's first motion.
     """
 
-    LOW_PRIORITY_NICE = 10
     SUBSCRIBED_TIMEOUT_S = 60.0  # a monitor's start-up (the web view: rerun and the meshes) on a loaded machine
 
     def __init__(self, specs: list[NodeSpec], config: Path | None = None, namespace: str = "",
@@ -64,18 +62,8 @@ class ComposedGraph:
         self.specs = specs
         self.config_dir = config if config is not None else config_dir()  # for params_file names
         self.namespace = namespace  # every node (and so every relative topic) under it; "" = the root
-        unknown = set(own_process) - {spec.key for spec in specs}
-        if unknown:
-            raise ValueError(f"own_process names nodes the graph does not have: {sorted(unknown)}")
-        self.own_process = frozenset(own_process)
-        if not set(low_priority) <= self.own_process:
-            raise ValueError(f"low_priority names nodes not run in their own process: "
-                             f"{sorted(set(low_priority) - self.own_process)}")
-        self.low_priority = frozenset(low_priority)
-        if not set(subscribed_first) <= self.own_process:
-            raise ValueError(f"subscribed_first names nodes not run in their own process: "
-                             f"{sorted(set(subscribed_first) - self.own_process)}")
-        self.subscribed_first = frozenset(subscribed_first)
+        self.order = start_order(specs, own_process, low_priority, subscribed_first)
+        self.own_process = self.order.own_process
         self.context = Context()
         self.nodes: dict[str, Any] = {}  # the nodes run in this process, by node name (``node`` gives them typed)
         self._processes = NodeProcesses()
@@ -120,13 +108,10 @@ class ComposedGraph:
         self._failed.clear()
         rclpy.init(context=self.context)
         try:
-            first = [spec for spec in self.specs if spec.key in self.subscribed_first]
-            for spec in first:
+            for spec in self.order.first:
                 self._start_process(spec)
-            self._await_subscriptions([spec.key for spec in first])
-            for spec in self.specs:
-                if spec in first:
-                    continue
+            self._await_subscriptions([spec.key for spec in self.order.first])
+            for spec in self.order.then:
                 if spec.key in self.own_process:
                     self._start_process(spec)
                     continue
@@ -152,7 +137,7 @@ class ComposedGraph:
     def _start_process(self, spec: NodeSpec) -> None:
         module_name = spec.factory.split(":")[0]
         self._processes.start(spec.key, module_name, spec.ros_args(self.config_dir, self.namespace), spec.overrides,
-                              self.LOW_PRIORITY_NICE if spec.key in self.low_priority else 0)
+                              self.order.nice(spec.key))
 
     def _await_subscriptions(self, keys: list[str]) -> None:
         """Wait until each node of ``keys`` (running in its own process) has a subscription on the graph, or

@@ -46,7 +46,7 @@ from so101_common.paired_dataset import PairedDataset
 from so101_feetech.control_table import Register
 from so101_gaponet.metadata import GapModelMetadata
 from so101_gaponet.refine import RefineSettings
-from so101_policy.motions import EXCITATION_PREFIX
+from so101_policy.motions import EXCITATION_PREFIX, excitation_seed
 from so101_virtual.servo_memory import FACTORY_DEFAULTS
 
 __all__ = ["add_arguments", "run", "unseen_seed"]
@@ -140,8 +140,8 @@ def unseen_seed(start: GapModelMetadata) -> int:
     the demo's models do): each new episode is then a motion no model has seen, which is what lets it judge
     them. Measured: two demos starting from an earlier demo's model on the same seeds stopped after 2 episodes
     (the start judged motions it had trained on better than the model fine-tuned on one episode did by 61–72 %)."""
-    seeds = [int(name[len(EXCITATION_PREFIX):]) for name in start.provenance.get("datasets", [])
-             if isinstance(name, str) and name.startswith(EXCITATION_PREFIX) and name[len(EXCITATION_PREFIX):].isdigit()]
+    seeds = [seed for name in start.provenance.get("datasets", []) if isinstance(name, str)
+             and (seed := excitation_seed(name)) is not None]
     return max(seeds) + 1 if seeds else 0
 
 

@@ -89,15 +89,12 @@ class ContextCompensator(nn.Module):
     def from_onnx(cls, path: str | Path) -> tuple[ContextCompensator, GapModelMetadata]:
         """The trainable module a ``context_mlp`` model file was exported from (its weights are the graph's named
         initializers), with the file's metadata: what per-arm refinement continues from."""
-        import onnx
-        from onnx import numpy_helper
-
-        from so101_gaponet.model_file import read_metadata
+        from so101_gaponet.model_file import graph_weights, read_metadata
 
         metadata = read_metadata(path)
         if metadata.model_kind != "context_mlp":
             raise ModelFileError(f"{path}: a {metadata.model_kind} model, not the population compensator (context_mlp)")
-        weights = {i.name: numpy_helper.to_array(i) for i in onnx.load(str(path)).graph.initializer}
+        weights = graph_weights(path)
         arch = metadata.architecture
         try:
             module = cls(metadata.normalisation, metadata.joints, metadata.future_steps, metadata.history,

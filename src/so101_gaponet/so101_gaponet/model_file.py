@@ -29,7 +29,7 @@ from so101_common.atomic_output import atomic_file, write_bytes_atomically
 from so101_gaponet.metadata import METADATA_KEY, TORCHSCRIPT_EXTRA_FILE, GapModelMetadata, ModelFileError
 from so101_gaponet.runtime import GapModel, OnnxGapModel, ProbeReport, TorchScriptGapModel
 
-__all__ = ["ModelFileError", "load_model", "read_metadata", "save_onnx", "save_torchscript", "write_onnx"]
+__all__ = ["ModelFileError", "graph_weights", "load_model", "read_metadata", "save_onnx", "save_torchscript", "write_onnx"]
 
 _log = logging.getLogger(__name__)
 
@@ -93,6 +93,14 @@ def _load_torchscript(path: Path, data: bytes) -> tuple[Any, GapModelMetadata]:
     if not text:
         raise ModelFileError(f"{path}: TorchScript model has no {TORCHSCRIPT_EXTRA_FILE!r} metadata (not a GapONet model file)")
     return module, GapModelMetadata.from_json(text)
+
+
+def graph_weights(path: str | Path) -> dict[str, np.ndarray]:
+    """An ONNX model file's named initializers (the weights a trainable module is rebuilt from)."""
+    import onnx
+    from onnx import numpy_helper
+
+    return {i.name: numpy_helper.to_array(i) for i in onnx.load(str(path)).graph.initializer}
 
 
 def read_metadata(path: str | Path) -> GapModelMetadata:

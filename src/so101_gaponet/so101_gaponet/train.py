@@ -374,11 +374,8 @@ def load_start(path: str | Path) -> TrainResult:
     stage's constants the metadata's normalisation and the graph's ``inverse_scale``. Raises
     :class:`~so101_gaponet.metadata.ModelFileError` when the file is not such a model, or when the network
     rebuilt from it does not reproduce the file's output."""
-    import onnx
-    from onnx import numpy_helper
-
     from so101_gaponet.export import reproduction_error
-    from so101_gaponet.model_file import load_model, read_metadata
+    from so101_gaponet.model_file import graph_weights, load_model, read_metadata
 
     if Path(path).suffix != ".onnx":
         raise ModelFileError(f"{path}: training starts only from an ONNX model file")
@@ -386,7 +383,7 @@ def load_start(path: str | Path) -> TrainResult:
     if metadata.role != "compensator" or metadata.model_kind not in NETWORK_KINDS:
         raise ModelFileError(f"{path}: a {metadata.role} model ({metadata.model_kind}), not a per-arm compensator "
                              f"({', '.join(NETWORK_KINDS)})")
-    weights = {i.name: numpy_helper.to_array(i) for i in onnx.load(str(path)).graph.initializer}
+    weights = graph_weights(path)
     try:
         module = RelativeStateInputs(build_model(ArchConfig(**metadata.architecture)), metadata.normalisation,
                                      metadata.joints, 1.0 / np.asarray(weights["inverse_scale"], dtype=np.float64))

@@ -16,7 +16,8 @@ from so101_common.joints import JOINTS
 from so101_common.parameters import parameter
 from so101_common.trajectory import JointTrajectory
 
-__all__ = ["BUILTIN_MOTIONS", "EXCITATION_PREFIX", "MotionError", "MotionPlayerParameters", "builtin_motion", "load_motion", "sample"]
+__all__ = ["BUILTIN_MOTIONS", "EXCITATION_PREFIX", "MotionError", "MotionPlayerParameters", "builtin_motion", "excitation_seed", "load_motion",
+           "sample"]
 
 BUILTIN_MOTIONS = ("sweep", "wave", "hold")
 
@@ -77,15 +78,22 @@ def builtin_motion(name: str = "sweep", duration: float = 12.0, rate_hz: float =
 EXCITATION_PREFIX = "excitation-"  # excitation-<seed>: a compensator's training motion (so101_gaponet.excitation)
 
 
+def excitation_seed(name: str) -> int | None:
+    """The seed of an ``excitation-<seed>`` motion name, else None."""
+    digits = name[len(EXCITATION_PREFIX):] if name.startswith(EXCITATION_PREFIX) else ""
+    return int(digits) if digits.isdigit() else None
+
+
 def load_motion(source: str, rate_hz: float = 50.0, duration: float = 0.0) -> JointTrajectory:
     """A built-in motion name (``duration`` s, 0 = its default), ``excitation-<seed>`` (a training motion,
     default 30 s), or a SAGE motion file (``.txt``, 50 Hz rows, radians, jaw 0..1; its own length)."""
     if source in BUILTIN_MOTIONS:
         return builtin_motion(source, duration=duration or 12.0, rate_hz=rate_hz)
-    if source.startswith(EXCITATION_PREFIX) and source[len(EXCITATION_PREFIX):].isdigit():
+    seed = excitation_seed(source)
+    if seed is not None:
         from so101_gaponet.excitation import excitation_motion
 
-        return excitation_motion(int(source[len(EXCITATION_PREFIX):]), duration=duration or 30.0, rate_hz=rate_hz)
+        return excitation_motion(seed, duration=duration or 30.0, rate_hz=rate_hz)
     path = Path(source)
     if not path.is_file():
         raise MotionError(f"motion {source!r} is neither a built-in motion {list(BUILTIN_MOTIONS)}, "

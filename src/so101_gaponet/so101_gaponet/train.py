@@ -104,11 +104,9 @@ class TrainConfig:
 # moved, and it ran ahead of the replay (`default`, multisine: shoulder_lift 2–4 frames ahead through ROS and in the
 # harness). Chosen on validation arms (`default`, population seeds 1001–1005 and 1007, each with its own model) over
 # 15 of SAGE's real motions, from 0.1, 0.2 and 0.4 s (the largest tried; lift and elbow summed); the other joints lost
-# 1–5 points with any wait. Written for a network trained from scratch on the arm only: with a model trained on
-# another arm (the shipped `default` model on the 12 held-out arms) the wait cost the elbow's median 9 points and the
-# lift's 7, as the feed-forward leaves that arm's own friction at each turning point for the split to learn; refined
-# from the shipped model (what the start learnt stays in it) it gained nothing on 8 held-out arms (lift −4…+3, elbow
-# −2…+2) and tripped `population~2003`'s elbow protection on chirp_sweep.
+# 1–5 points with any wait. Written by this (per-arm) trainer only: with a model trained on another arm (the shipped
+# `default` model on the 12 held-out arms) the wait cost the elbow's median 9 points and the lift's 7, as the
+# feed-forward leaves that arm's own friction at each turning point for the split to learn.
 STUCK_S: dict[str, float] = {"shoulder_lift": 0.4, "elbow_flex": 0.4}
 
 
@@ -353,10 +351,8 @@ def compensator_module(samples: CompensatorSamples, config: TrainConfig, normali
 
 
 def compensator_metadata(samples: CompensatorSamples, config: TrainConfig, normalisation: Normalisation,
-                         losses: dict[str, float], extra: dict[str, Any] | None = None,
-                         from_scratch: bool = True) -> GapModelMetadata:
-    """The model file metadata of a compensator trained on ``samples`` (``extra``: more provenance;
-    ``from_scratch``: a new network, not one continued from a fitted model, which alone gets :data:`STUCK_S`)."""
+                         losses: dict[str, float], extra: dict[str, Any] | None = None) -> GapModelMetadata:
+    """The model file metadata of a compensator trained on ``samples`` (``extra``: more provenance)."""
     bounds = _bounds(samples.delta, config.delta_bound)
     return GapModelMetadata(
         role="compensator", model_kind=cast(ModelKind, config.arch),  # checked in TrainConfig
@@ -367,8 +363,7 @@ def compensator_metadata(samples: CompensatorSamples, config: TrainConfig, norma
         delta_smoothing_s=config.delta_smoothing_s,
         feedback_gain=(config.feedback_gain,) * len(samples.joints) if config.feedback_gain > 0 else None,
         direction_play=config.direction_play,
-        stuck_s=tuple(STUCK_S.get(name, 0.0) for name in samples.joints)
-        if from_scratch and config.direction_play > 0 else None,
+        stuck_s=tuple(STUCK_S.get(name, 0.0) for name in samples.joints) if config.direction_play > 0 else None,
         provenance={
             "datasets": samples.datasets, "profile": ",".join(samples.profiles),
             "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"), "git_rev": git_revision(),
@@ -451,8 +446,7 @@ def train_samples(samples: CompensatorSamples, config: TrainConfig, start: Train
         key: start.metadata.provenance.get(key, "") for key in ("profile", "date", "git_rev")}}
     metadata = compensator_metadata(samples, config, fitted.normalisation, {
         "initial_validation_loss": fitted.initial_validation_loss,
-        "final_train_loss": fitted.train_losses[-1], "final_validation_loss": fitted.validation_losses[-1]}, started,
-        from_scratch=start is None)
+        "final_train_loss": fitted.train_losses[-1], "final_validation_loss": fitted.validation_losses[-1]}, started)
     history = samples.history
     _log.info("trained %s on %d samples: validation loss %.4f → %.4f", config.arch, len(history),
               fitted.initial_validation_loss, fitted.validation_losses[-1])

@@ -73,9 +73,6 @@ def test_training_from_the_start_model_keeps_its_inputs_and_needs_less_data(star
     assert judge.loss(continued, held_out) < 0.5 * judge.loss(scratch, held_out)
     assert continued.metadata.normalisation == loaded.metadata.normalisation  # its inputs mean what they meant
     assert continued.metadata.provenance["started_from"]["profile"] == loaded.metadata.provenance["profile"]
-    # the joints that carry the arm wait before their per-direction correction learns alone only in a new network
-    # (train.STUCK_S: measured, a continued one keeps the start's feed-forward and did not gain from the wait)
-    assert scratch.metadata.stuck_s == (0.0, 0.4, 0.4, 0.0, 0.0, 0.0) and continued.metadata.stuck_s is None
     assert load_start(path).metadata == loaded.metadata  # the start model itself is not changed
     with pytest.raises(TrainingError, match="continued_config"):
         train_samples(little, TrainConfig(hidden=16, horizon=4, epochs=1, progress=False), loaded)

@@ -75,6 +75,17 @@ class CompensatorError(ValueError):
     """Bad input to the compensator (wrong vector length, bad bounds)."""
 
 
+# How long (s) the reference and the arm must both have been still before the integral's side in force learns alone
+# (Compensator._feedback_and_shape): friction is what is left while a joint is stuck, not while it passes a turning
+# point. The joints that carry the arm lag the reference the most, and at a slow turning point they are still for a
+# few steps without being stuck; learnt there, that lag became a push the way the joint had moved, and it ran
+# ahead of the replay (`default`, multisine: shoulder_lift 2–4 frames ahead through ROS and in the harness).
+# Chosen on validation arms (`default`, population seeds 1001–1005 and 1007, each with its own model) over 15 of
+# SAGE's real motions, from 0.1, 0.2 and 0.4 s (lift and elbow summed: 0.4); the other joints lost 1–5 points with
+# any wait and keep one step.
+STUCK_S: dict[str, float] = {"shoulder_lift": 0.4, "elbow_flex": 0.4}
+
+
 @dataclass(frozen=True)
 class GuardSettings:
     """How the guard judges a joint's Δ (see :class:`DeltaGuard`)."""
@@ -335,8 +346,8 @@ class Compensator:
         self._feedback_on = bool(self.feedback_gain.any())
         self._step_s = 1.0 / meta.rate_hz if meta is not None else 0.0  # a model step (s)
         # steps a joint must have been still before its side in force learns alone (at least the current one)
-        stuck_s = meta.stuck_s if meta is not None and meta.stuck_s is not None else (0.0,) * joints
-        self._stuck_steps = [max(1, round(seconds / self._step_s)) if self._step_s > 0 else 1 for seconds in stuck_s]
+        self._stuck_steps = [max(1, round(STUCK_S.get(name, 0.0) * (meta.rate_hz if meta is not None else 0.0)))
+                             for name in config.joints]
         self.guard = DeltaGuard(config.joints, config.guard, self._step_s) \
             if config.guard is not None and model is not None else None
         self._slew = None if self.delta_slew_limit is None else self.delta_slew_limit.tolist()
@@ -491,7 +502,7 @@ class Compensator:
         ~0.5 s and 0.015 rad on shoulder_pan at every reversal); two switch at once. What tells friction from
         lag (continuous through a reversal, 0 where the velocity is): friction is what is left while the
         joint is stuck. So only while the reference moves less than ``direction_play`` per step and the arm
-        at most twice that (once both have been so for the model's ``stuck_s``, where it gives one) does the
+        at most twice that (for the joints in :data:`STUCK_S`, once both have been so for that long) does the
         current side learn alone; otherwise both sides learn the same step, which keeps their difference (the
         jump at a reversal). Measured, why not more: a side that learns
         alone whenever it is in force takes a fast motion's lag for friction (the gripper on a multisine grew

@@ -136,9 +136,6 @@ class GapModelMetadata(_Strict):
     # Width (rad) of the play operator that tells which way the reference moves: the integral keeps one
     # correction per direction of motion (dry friction flips with it). 0: one correction for both.
     direction_play: float = Field(default=0.0, ge=0, allow_inf_nan=False)
-    # Per joint, how long (s) reference and arm must both have been still before the correction of the direction in
-    # force learns alone (a stuck joint, not a turning point). None: from the first still step.
-    stuck_s: tuple[NonNegativeFloat, ...] | None = None
     provenance: dict[str, Any] = Field(default_factory=dict)  # datasets, profile, date, git rev, losses
     architecture: dict[str, Any] = Field(default_factory=dict)  # hyper-parameters, informational
 
@@ -160,7 +157,7 @@ class GapModelMetadata(_Strict):
     @model_validator(mode="after")
     def _per_joint_lengths(self) -> GapModelMetadata:
         joints = len(self.joints)
-        for name in ("delta_bounds", "delta_slew_limit", "feedback_gain", "stuck_s"):
+        for name in ("delta_bounds", "delta_slew_limit", "feedback_gain"):
             values = getattr(self, name)
             if values is not None and len(values) != joints:
                 raise ValueError(f"{name}: expected a list of {joints} numbers, got {len(values)}")

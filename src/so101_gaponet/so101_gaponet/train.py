@@ -42,7 +42,7 @@ from so101_gaponet.inputs import RelativeStateInputs
 from so101_gaponet.metadata import HISTORY_FEATURES, GapModelMetadata, ModelFileError, ModelKind, Normalisation
 from so101_gaponet.models import NETWORK_KINDS, ArchConfig, PerJointLinear, build_model
 
-__all__ = ["CompensatorSamples", "compensator_samples", "compensator_arch", "compensator_module", "compensator_metadata", "delta_loss", "normalised_tensors", "normalisation_of", "FitResult", "TrainConfig", "TrainResult", "TrainingError", "build_samples", "fit_network", "train", "train_samples", "samples_of", "git_revision", "load_start", "continued_config", "check_start_fits", "STUCK_S"]
+__all__ = ["CompensatorSamples", "compensator_samples", "compensator_arch", "compensator_module", "compensator_metadata", "delta_loss", "normalised_tensors", "normalisation_of", "FitResult", "TrainConfig", "TrainResult", "TrainingError", "build_samples", "fit_network", "train", "train_samples", "samples_of", "git_revision", "load_start", "continued_config", "check_start_fits"]
 
 _log = logging.getLogger(__name__)
 
@@ -95,19 +95,6 @@ class TrainConfig:
             raise TrainingError("direction_play must be ≥ 0 (rad)")
         if not 0 <= self.feedback_gain < 0.5:
             raise TrainingError("feedback_gain must be in [0, 0.5) per step")
-
-
-# How long (s) a joint must have been still before the integral's correction for the direction in force learns alone
-# (metadata ``stuck_s``, Compensator._feedback_and_shape): friction is what is left while a joint is stuck, not while
-# it passes a turning point. The joints that carry the arm lag the reference the most, and at a slow turning point
-# they are still for a few steps without being stuck; learnt there, that lag became a push the way the joint had
-# moved, and it ran ahead of the replay (`default`, multisine: shoulder_lift 2–4 frames ahead through ROS and in the
-# harness). Chosen on validation arms (`default`, population seeds 1001–1005 and 1007, each with its own model) over
-# 15 of SAGE's real motions, from 0.1, 0.2 and 0.4 s (the largest tried; lift and elbow summed); the other joints lost
-# 1–5 points with any wait. Written by this (per-arm) trainer only: with a model trained on another arm (the shipped
-# `default` model on the 12 held-out arms) the wait cost the elbow's median 9 points and the lift's 7, as the
-# feed-forward leaves that arm's own friction at each turning point for the split to learn.
-STUCK_S: dict[str, float] = {"shoulder_lift": 0.4, "elbow_flex": 0.4}
 
 
 @dataclass
@@ -363,7 +350,6 @@ def compensator_metadata(samples: CompensatorSamples, config: TrainConfig, norma
         delta_smoothing_s=config.delta_smoothing_s,
         feedback_gain=(config.feedback_gain,) * len(samples.joints) if config.feedback_gain > 0 else None,
         direction_play=config.direction_play,
-        stuck_s=tuple(STUCK_S.get(name, 0.0) for name in samples.joints) if config.direction_play > 0 else None,
         provenance={
             "datasets": samples.datasets, "profile": ",".join(samples.profiles),
             "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"), "git_rev": git_revision(),

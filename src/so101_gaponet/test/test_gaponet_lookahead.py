@@ -19,14 +19,14 @@ class RecordingModel(GapModel):
     format_name = "test"
 
     def __init__(self, template: GapModelMetadata, future_steps: int, feedback_gain: float | None,
-                 direction_play: float = 0.0, stuck_s: tuple[float, ...] | None = None) -> None:
+                 direction_play: float = 0.0) -> None:
         columns, joints = template.history_columns, template.num_joints
         norm = Normalisation(history_mean=(0.0,) * columns, history_std=(1.0,) * columns, command_mean=(0.0,) * joints,
                              command_std=(1.0,) * joints, delta_mean=(0.0,) * joints, delta_std=(1.0,) * joints)
         gains = None if feedback_gain is None else (feedback_gain,) * joints
         super().__init__(Path("recording"), template.model_copy(update={
             "normalisation": norm, "future_steps": future_steps, "feedback_gain": gains,
-            "direction_play": direction_play, "stuck_s": stuck_s,
+            "direction_play": direction_play,
             "delta_bounds": (0.05,) * joints, "delta_slew_limit": None, "delta_smoothing_s": 0.0}))
         self.rows: list[np.ndarray] = []
 
@@ -141,11 +141,10 @@ def _stop_then_fall(comp: Compensator, model: RecordingModel, stop: int) -> tupl
     return deltas[-2], deltas[-1]
 
 
-def test_a_joint_with_a_stuck_time_takes_a_short_stop_for_a_turning_point_and_a_long_one_for_a_stuck_joint(tiny) -> None:
+def test_the_joints_that_carry_the_arm_take_a_short_stop_for_a_turning_point_and_a_long_one_for_a_stuck_joint(tiny) -> None:
     # 0.001 a step of integral (gain 0.1 × 0.01 behind or short) on both sides while moving: 0.010 after the rise
     pan, lift, elbow = (JOINT_NAMES.index(name) for name in ("shoulder_pan", "shoulder_lift", "elbow_flex"))
-    stuck_s = tuple(0.4 if j in (lift, elbow) else 0.0 for j in range(6))  # what the per-arm trainer writes
-    model = RecordingModel(tiny[0].metadata, 1, feedback_gain=0.1, direction_play=0.003, stuck_s=stuck_s)
+    model = RecordingModel(tiny[0].metadata, 1, feedback_gain=0.1, direction_play=0.003)
     stopped, falling = _stop_then_fall(Compensator(CompensatorConfig(joints=JOINT_NAMES), model), model, stop=5)
     # pan: stuck from the first still step, the rising side learns alone (0.015) and the fall starts from the falling
     # side's 0.010 (+ that step's 0.001)

@@ -112,12 +112,10 @@ def test_slew_smoothing_and_feedback_travel_in_the_file_and_are_optional(tiny, t
     assert meta.delta_slew_limit is not None
     np.testing.assert_allclose(meta.delta_slew_limit, np.array(meta.delta_bounds) / 3)  # the training default
     assert meta.feedback_gain == (0.05,) * 6  # the training default
-    assert meta.stuck_s == (0.0, 0.4, 0.4, 0.0, 0.0, 0.0)  # the joints that carry the arm wait 0.4 s (train.STUCK_S)
     record = json.loads(meta.to_json())
-    del record["delta_slew_limit"], record["delta_smoothing_s"], record["feedback_gain"], record["stuck_s"]  # optional
+    del record["delta_slew_limit"], record["delta_smoothing_s"], record["feedback_gain"]  # optional fields
     plain = load_model(_with_props(tiny[1], tmp_path / "plain.onnx", json.dumps(record))).metadata
     assert plain.delta_slew_limit is None and plain.delta_smoothing_s == 0.0 and plain.feedback_gain is None
-    assert plain.stuck_s is None
 
 
 def test_role_is_checked_against_its_user(tiny) -> None:
@@ -158,7 +156,6 @@ def test_five_joint_model_against_six_joint_node(lag_dataset, tmp_path: Path, ti
     meta = GapModelMetadata.model_validate(result.metadata.model_dump() | dict(
         joints=JOINT_NAMES[:5], delta_bounds=result.metadata.delta_bounds[:5],
         delta_slew_limit=result.metadata.delta_slew_limit[:5], feedback_gain=result.metadata.feedback_gain[:5],
-        stuck_s=result.metadata.stuck_s[:5],
         normalisation=dict(history_mean=norm.history_mean[:15], history_std=norm.history_std[:15],
                            command_mean=norm.command_mean[:5], command_std=norm.command_std[:5],
                            delta_mean=norm.delta_mean[:5], delta_std=norm.delta_std[:5])))

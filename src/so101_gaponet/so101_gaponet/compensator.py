@@ -75,17 +75,6 @@ class CompensatorError(ValueError):
     """Bad input to the compensator (wrong vector length, bad bounds)."""
 
 
-# How long (s) the reference and the arm must both have been still before the integral's side in force learns alone
-# (Compensator._feedback_and_shape): friction is what is left while a joint is stuck, not while it passes a turning
-# point. The joints that carry the arm lag the reference the most, and at a slow turning point they are still for a
-# few steps without being stuck; learnt there, that lag became a push the way the joint had moved, and it ran
-# ahead of the replay (`default`, multisine: shoulder_lift 2–4 frames ahead through ROS and in the harness).
-# Chosen on validation arms (`default`, population seeds 1001–1005 and 1007, each with its own model) over 15 of
-# SAGE's real motions, from 0.1, 0.2 and 0.4 s (lift and elbow summed: 0.4); the other joints lost 1–5 points with
-# any wait and keep one step.
-STUCK_S: dict[str, float] = {"shoulder_lift": 0.4, "elbow_flex": 0.4}
-
-
 @dataclass(frozen=True)
 class GuardSettings:
     """How the guard judges a joint's Δ (see :class:`DeltaGuard`)."""
@@ -340,14 +329,11 @@ class Compensator:
         self._integrals = [[0.0] * joints, [0.0] * joints]
         self._side = [0] * joints
         self._play: list[float | None] = [None] * joints  # the play operator's output: the reference less its play
-        self._slow = [0] * joints  # steps in a row that reference and arm have both been (nearly) still
+        self._slow = [False] * joints  # reference and arm both (nearly) still this step
         self._bounds = self.delta_bounds.tolist()
         self._gains = self.feedback_gain.tolist()
         self._feedback_on = bool(self.feedback_gain.any())
         self._step_s = 1.0 / meta.rate_hz if meta is not None else 0.0  # a model step (s)
-        # steps a joint must have been still before its side in force learns alone (at least the current one)
-        self._stuck_steps = [max(1, round(STUCK_S.get(name, 0.0) * (meta.rate_hz if meta is not None else 0.0)))
-                             for name in config.joints]
         self.guard = DeltaGuard(config.joints, config.guard, self._step_s) \
             if config.guard is not None and model is not None else None
         self._slew = None if self.delta_slew_limit is None else self.delta_slew_limit.tolist()
@@ -502,9 +488,8 @@ class Compensator:
         ~0.5 s and 0.015 rad on shoulder_pan at every reversal); two switch at once. What tells friction from
         lag (continuous through a reversal, 0 where the velocity is): friction is what is left while the
         joint is stuck. So only while the reference moves less than ``direction_play`` per step and the arm
-        at most twice that (for the joints in :data:`STUCK_S`, once both have been so for that long) does the
-        current side learn alone; otherwise both sides learn the same step, which keeps their difference (the
-        jump at a reversal). Measured, why not more: a side that learns
+        at most twice that does the current side learn alone; otherwise both sides learn the same step,
+        which keeps their difference (the jump at a reversal). Measured, why not more: a side that learns
         alone whenever it is in force takes a fast motion's lag for friction (the gripper on a multisine grew
         an oscillation, 5 % worse than no compensation; the synthetic ``stiff_delayed`` arm's elbow tracked
         50 % worse).
@@ -528,7 +513,7 @@ class Compensator:
         previous: list[float] = [] if self._previous_command is None else self._previous_command.tolist()
         feedback = bool(previous) and self._feedback_on
         step_s = self._step_s
-        play, side, slow, stuck_steps, integrals = self._play, self._side, self._slow, self._stuck_steps, self._integrals
+        play, side, slow, integrals = self._play, self._side, self._slow, self._integrals
         loads, load_limits, load_holds, loaded_s = self._load, self._load_limits, self._load_holds, self._loaded_s
         fresh, position, velocity = self._fresh.tolist(), self._position.tolist(), self._velocity.tolist()
         shaped = self._delta.tolist()
@@ -549,8 +534,7 @@ class Compensator:
                 elif play[j] - target > play_width:  # falling
                     play[j], side[j] = target + play_width, 0
                 if previous:  # (this runs only with a model)
-                    still = abs(target - previous[j]) <= play_width and abs(velocity[j]) * step_s <= 2 * play_width
-                    slow[j] = slow[j] + 1 if still else 0
+                    slow[j] = abs(target - previous[j]) <= play_width and abs(velocity[j]) * step_s <= 2 * play_width
             current = integrals[side[j]][j]
             if feedback:
                 error = previous[j] - position[j] if fresh[j] else 0.0
@@ -567,7 +551,7 @@ class Compensator:
                 total = wanted + current
                 if abs(total) >= bound and (step > 0) - (step < 0) == (total > 0) - (total < 0):
                     step = 0.0
-                if play_width > 0 and slow[j] < stuck_steps[j]:  # both sides learn
+                if play_width > 0 and not slow[j]:  # both sides learn
                     other = integrals[1 - side[j]]
                     other[j] = min(max(other[j] + step, -bound), bound)
                 current = min(max(current + step, -bound), bound)
@@ -616,7 +600,7 @@ class Compensator:
         joints = len(self.config.joints)
         self._play = [None] * joints
         self._side = [0] * joints
-        self._slow = [0] * joints
+        self._slow = [False] * joints
 
     def _clear_integrals(self) -> None:
         for row in self._integrals:

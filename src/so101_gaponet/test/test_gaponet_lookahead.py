@@ -129,31 +129,3 @@ def test_the_integral_keeps_one_correction_per_direction_of_the_reference(tiny) 
     split = _reversing_run(Compensator(CompensatorConfig(joints=JOINT_NAMES), two), two)
     np.testing.assert_allclose([split[9], split[29], split[39], split[59], split[60]],
                                [0.010, 0.030, 0.000, -0.020, 0.021], atol=1e-9)
-
-
-def _stop_then_fall(comp: Compensator, model: RecordingModel, stop: int) -> tuple[np.ndarray, np.ndarray]:
-    """Δ per joint on the last step of the stop and on the first falling step: the reference rises 10 steps (the arm
-    0.01 behind), stops for ``stop`` steps (the arm still 0.01 short), then falls (the arm still where it stopped)."""
-    k = _warm(comp, model, np.zeros(6))
-    reference = np.concatenate([np.arange(1, 11) * 0.01, np.full(stop, 0.1), [0.09]])
-    measured = np.concatenate([np.arange(0, 10) * 0.01 - 0.01, np.full(stop + 1, 0.09)])  # one step behind, 0.01 short
-    deltas = [_step(comp, k + i, np.full(6, q), np.full(6, c)).delta for i, (c, q) in enumerate(zip(reference, measured, strict=True))]
-    return deltas[-2], deltas[-1]
-
-
-def test_the_joints_that_carry_the_arm_take_a_short_stop_for_a_turning_point_and_a_long_one_for_a_stuck_joint(tiny) -> None:
-    # 0.001 a step of integral (gain 0.1 × 0.01 behind or short) on both sides while moving: 0.010 after the rise
-    pan, lift, elbow = (JOINT_NAMES.index(name) for name in ("shoulder_pan", "shoulder_lift", "elbow_flex"))
-    model = RecordingModel(tiny[0].metadata, 1, feedback_gain=0.1, direction_play=0.003)
-    stopped, falling = _stop_then_fall(Compensator(CompensatorConfig(joints=JOINT_NAMES), model), model, stop=5)
-    # pan: stuck from the first still step, the rising side learns alone (0.015) and the fall starts from the falling
-    # side's 0.010 (+ that step's 0.001)
-    assert stopped[pan] == pytest.approx(0.015) and falling[pan] == pytest.approx(0.011)
-    # lift and elbow: 5 steps (0.1 s) are a turning point, both sides learnt them alike: no jump at the reversal
-    for joint in (lift, elbow):
-        assert stopped[joint] == pytest.approx(0.015) and falling[joint] == pytest.approx(0.016)
-    stopped, falling = _stop_then_fall(Compensator(CompensatorConfig(joints=JOINT_NAMES), model), model, stop=30)
-    # after 0.4 s (20 steps) still, lift and elbow are stuck: the rising side learns alone for the last 11 steps
-    for joint in (lift, elbow):
-        assert stopped[joint] == pytest.approx(0.040) and falling[joint] == pytest.approx(0.030)
-    assert stopped[pan] == pytest.approx(0.040) and falling[pan] == pytest.approx(0.011)

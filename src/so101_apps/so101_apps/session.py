@@ -44,6 +44,7 @@ from so101_bringup.node_specs import GraphOptions, deploy_graph
 from so101_common import topics
 from so101_common.servo_faults import format_fault
 from so101_common.waiting import wait_for
+from so101_gaponet.compensator_node import CompensatorNode
 from so101_gaponet.model_file import read_metadata
 from so101_policy.motion_player_node import MotionPlayerNode
 from so101_policy.motions import load_motion, sample
@@ -57,6 +58,7 @@ TWIN = "twin"  # the live gap twin (deploy graph, twin:=true)
 WEB_VIEW = "web_view"  # the live web view (deploy graph, web:=true)
 MOTION_PLAYER = "motion_player"
 RECORDER = "recorder"
+COMPENSATOR = "gaponet_compensator"
 
 
 class DeployMonitor:
@@ -166,6 +168,8 @@ def _record_motion(name: str, duration: float, player: MotionPlayerNode, monitor
                            f"(arm at {np.round(watch.measured, 3).tolist()} rad for {np.round(watch.commanded, 3).tolist()})")
     recorder.start_episode(task=name)
     watch.mark(monitor.now())
+    if COMPENSATOR in graph.nodes:  # the episode starts with one integral correction for both directions
+        graph.node(COMPENSATOR, CompensatorNode).new_episode()
     player.restart()
     started = monitor.now()  # the player's clock: the node's
     temperature_start = tuple(watch.temperatures.tolist())

@@ -588,6 +588,20 @@ class Compensator:
         self._rows += 1
         self._head = (slot + 1) % size
 
+    def new_episode(self) -> None:
+        """A new episode starts (a policy rollout, a recorded motion, from a pose the arm was brought to and held):
+        the integral's side not in force takes the correction of the side in force, and the episode starts with
+        one correction for both directions, as a fresh compensator does.
+
+        Why (measured through ROS, ``make demo``): while the arm is brought to an episode's start pose and held
+        there, the reference is still, so the side in force learns alone whatever error is left (the end of the
+        approach, the pose's sag); the other side keeps what it had. Both sides learning alike while the arm moves
+        then keeps that difference for the whole episode: on multisine it stayed 40–65 mrad on lift, elbow and
+        wrist flex for 30 s in the runs that fell below the harness's figures, pushing each direction of motion
+        by a different amount. The correction in force is kept (no step of the output at the episode's start)."""
+        for j, side in enumerate(self._side):
+            self._integrals[1 - side][j] = self._integrals[side][j]
+
     def reset(self) -> None:
         """Forget the history (e.g. after the arm was re-enabled or the stream restarted)."""
         self._head = self._rows = 0

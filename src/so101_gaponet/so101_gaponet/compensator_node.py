@@ -3,7 +3,8 @@
 Topics (relative, remappable): ``policy/joint_command`` (in), ``policy/action_chunk`` (in, optional:
 ``trajectory_msgs/JointTrajectory``, the policy's upcoming commands), ``joint_states`` (measured
 history), ``joint_command`` (with the guard on: the safety filter's output, the goals the arm got, by which
-the guard judges Δ), ``gaponet/joint_command`` (out), ``/diagnostics``. Service ``~/enable`` (std_srvs/SetBool).
+the guard judges Δ), ``gaponet/joint_command`` (out), ``/diagnostics``. Services ``~/enable`` (std_srvs/SetBool) and
+``~/new_episode`` (std_srvs/Trigger: an episode starts from the pose the arm holds, :meth:`Compensator.new_episode`).
 Parameters: :class:`so101_gaponet.parameters.CompensatorParameters`.
 
 Rate contract (:class:`so101_gaponet.step_clock.StepClock`): a model was trained on history rows one
@@ -29,7 +30,7 @@ from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.qos import QoSProfile, qos_profile_sensor_data
 from sensor_msgs.msg import JointState
-from std_srvs.srv import SetBool
+from std_srvs.srv import SetBool, Trigger
 from trajectory_msgs.msg import JointTrajectory
 
 from so101_common import topics
@@ -67,6 +68,7 @@ class CompensatorNode(Node):
         self._command_stamp: Any = None
         self._chunk: ActionChunk | None = None
         self._step_clock = StepClock(self.period, self.command_timeout)
+        self._episode_starts = False
         self.add_on_set_parameters_callback(self._on_set_parameters)
         self._out = self.create_publisher(JointState, topics.COMPENSATED_COMMAND, QoSProfile(depth=10))
         self._diag = self.create_publisher(DiagnosticArray, topics.DIAGNOSTICS, QoSProfile(depth=10))
@@ -76,6 +78,7 @@ class CompensatorNode(Node):
         if self.core.guard is not None:
             self.create_subscription(JointState, topics.JOINT_COMMAND, self._on_goal, QoSProfile(depth=10))
         self.create_service(SetBool, "~/enable", self._on_enable)
+        self.create_service(Trigger, "~/new_episode", self._on_new_episode)
         self._step_timer = self.create_timer(self.period, self._on_tick) if model is not None else None
         self.create_timer(p.diagnostics_period, self._publish_diagnostics)
         rate = f" at {model.metadata.rate_hz:g} Hz, {model.metadata.future_steps} command rows" if model else ""
@@ -133,8 +136,21 @@ class CompensatorNode(Node):
         if self._step_clock.on_tick(now):
             self._step(now)
 
+    def new_episode(self) -> None:
+        """An episode starts from the pose the arm holds (:meth:`Compensator.new_episode`), taken on the next step:
+        callable from another thread, as the demo's session calls it beside the executor."""
+        self._episode_starts = True
+
+    def _on_new_episode(self, _request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
+        self.new_episode()
+        response.success, response.message = True, "a new episode starts at the next step"
+        return response
+
     def _step(self, now: float) -> None:
         assert self._command is not None
+        if self._episode_starts:
+            self._episode_starts = False
+            self.core.new_episode()
         self._step_clock.stepped(now)
         rows = self.core.future_steps - 1
         upcoming = self._chunk.upcoming(now, self.period, rows) if self._chunk is not None and rows > 0 else None

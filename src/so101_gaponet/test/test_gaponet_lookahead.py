@@ -129,3 +129,25 @@ def test_the_integral_keeps_one_correction_per_direction_of_the_reference(tiny) 
     split = _reversing_run(Compensator(CompensatorConfig(joints=JOINT_NAMES), two), two)
     np.testing.assert_allclose([split[9], split[29], split[39], split[59], split[60]],
                                [0.010, 0.030, 0.000, -0.020, 0.021], atol=1e-9)
+
+
+@pytest.mark.parametrize("new_episode, falling", [(False, 0.009), (True, 0.029)])
+def test_a_new_episode_starts_with_one_correction_for_both_directions(tiny, new_episode: bool, falling: float) -> None:
+    """A hold before an episode (the arm brought to the start pose and left there) teaches the side in force
+    alone; without a new episode the other side starts the motion that much apart (here 0.02), and both sides
+    learning alike while the arm moves keeps it so. At a new episode the side not in force takes the side in
+    force's correction: the first falling step goes on from it."""
+    model = RecordingModel(tiny[0].metadata, 1, feedback_gain=0.1, direction_play=0.003)
+    comp = Compensator(CompensatorConfig(joints=JOINT_NAMES), model)
+    k = _warm(comp, model, np.zeros(6))
+    rise = np.arange(1, 11) * 0.01
+    reference = np.concatenate([rise, np.full(20, 0.1)])
+    behind = np.full(30, -0.01)  # behind the rise, then stuck 0.01 short at the hold
+    measured = np.concatenate([[0.0], reference[:-1]]) + behind
+    deltas = [_step(comp, k + i, np.full(6, q), np.full(6, c)).delta[0]
+              for i, (c, q) in enumerate(zip(reference, measured, strict=True))]
+    assert deltas[-1] == pytest.approx(0.030)  # the rising side: 0.010 while moving, 0.020 more at the hold
+    if new_episode:
+        comp.new_episode()
+    # the episode starts falling, the arm 0.01 above the previous command
+    assert _step(comp, k + 30, np.full(6, 0.11), np.full(6, 0.09)).delta[0] == pytest.approx(falling)

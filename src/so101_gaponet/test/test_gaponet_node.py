@@ -10,7 +10,7 @@ import rclpy
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
 from rclpy.executors import SingleThreadedExecutor
 from sensor_msgs.msg import JointState
-from std_srvs.srv import SetBool
+from std_srvs.srv import SetBool, Trigger
 
 from so101_common.joints import JOINT_NAMES
 from so101_gaponet.model_file import load_model
@@ -77,6 +77,11 @@ def test_node_compensates_within_bounds_and_passes_through_when_disabled(peer) -
         delta = np.array(out.position) - command
         assert np.all(np.abs(delta) <= bounds + 1e-6) and np.abs(delta).max() > 0
         assert np.any(np.isclose(np.abs(delta), bounds, atol=1e-6))  # a 0.05 rad lead needs more: clipped at the override
+
+        new_episode = node.create_client(Trigger, "/gaponet_compensator/new_episode")
+        assert spin_until(new_episode.service_is_ready)
+        episode = new_episode.call_async(Trigger.Request())
+        assert spin_until(episode.done) and episode.result().success
 
         future = enable.call_async(SetBool.Request(data=False))
         assert spin_until(future.done) and future.result().success

@@ -130,6 +130,21 @@ def test_align_episode_matches_the_truth_on_the_grid() -> None:
     assert close.mean() > 0.8  # the rest hold an older sample where the newest one was dropped
 
 
+def test_each_grid_sample_holds_the_command_issued_at_that_instant() -> None:
+    # commands at 50 Hz with a phase of 13 ms against the states and ±1.5 ms of timer jitter; command k is k on every
+    # joint. The runs start at 0.5 s, between commands 24 (0.493 s) and 25 (0.513 s).
+    rng = np.random.default_rng(5)
+    stamps = 0.013 + np.arange(200) * 0.02 + rng.uniform(-0.0015, 0.0015, 200)
+    command = JointTrajectory(stamps, np.repeat(np.arange(200.0)[:, None], 6, axis=1))
+    t_state = 0.5 + np.arange(0, 3.0, 0.005)
+    state = JointTrajectory(t_state, np.zeros((len(t_state), 6)))
+    same_clock = ClockFit(offset=0.0, drift=0.0, origin=0.0, score=1.0, method="given")
+    episode = align_episode("phase", state, state, command, clock=same_clock)
+    # the grid starts on command 25's stamp, and sample k holds command 25 + k (not the one issued 13 ms earlier)
+    assert episode.metadata["grid_start_real_clock_s"] == stamps[25]
+    np.testing.assert_array_equal(episode.command[:, 0], 25 + np.arange(len(episode.time)))
+
+
 def test_given_clock_is_used_and_non_overlap_is_an_error() -> None:
     real_cmd, real_state = real_streams()
     _, sim_state = sim_streams()

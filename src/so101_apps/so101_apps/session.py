@@ -169,7 +169,7 @@ def _record_motion(name: str, duration: float, player: MotionPlayerNode, monitor
     recorder.start_episode(task=name)
     watch.mark(monitor.now())
     if COMPENSATOR in graph.nodes:  # the episode starts with one integral correction for both directions
-        graph.node(COMPENSATOR, CompensatorNode).new_episode()
+        graph.node(COMPENSATOR, CompensatorNode).core.new_episode()
     player.restart()
     started = monitor.now()  # the player's clock: the node's
     temperature_start = tuple(watch.temperatures.tolist())

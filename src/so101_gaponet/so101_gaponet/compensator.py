@@ -328,6 +328,7 @@ class Compensator:
         # is 0), row 1 while it moves up; _side picks the row per joint.
         self._integrals = [[0.0] * joints, [0.0] * joints]
         self._side = [0] * joints
+        self._episode_starts = False  # new_episode() was called: the sides are made one at the next step
         self._play: list[float | None] = [None] * joints  # the play operator's output: the reference less its play
         self._slow = [False] * joints  # reference and arm both (nearly) still this step
         self._bounds = self.delta_bounds.tolist()
@@ -430,6 +431,8 @@ class Compensator:
         one held where fewer are given (none: the current command held).
         """
         start = time.perf_counter()
+        if self._episode_starts:
+            self._start_episode()
         command = self._vector(command, "command")
         if np.isnan(command).any():
             raise CompensatorError("command contains NaN")
@@ -598,7 +601,13 @@ class Compensator:
         approach, the pose's sag); the other side keeps what it had. Both sides learning alike while the arm moves
         then keeps that difference for the whole episode: on multisine it stayed 40–65 mrad on lift, elbow and
         wrist flex for 30 s in the runs that fell below the harness's figures, pushing each direction of motion
-        by a different amount. The correction in force is kept (no step of the output at the episode's start)."""
+        by a different amount. The correction in force is kept (no step of the output at the episode's start).
+
+        Taken at the next step: another thread may call it (the demo's session, beside the node's executor)."""
+        self._episode_starts = True
+
+    def _start_episode(self) -> None:
+        self._episode_starts = False
         for j, side in enumerate(self._side):
             self._integrals[1 - side][j] = self._integrals[side][j]
 

@@ -68,7 +68,6 @@ class CompensatorNode(Node):
         self._command_stamp: Any = None
         self._chunk: ActionChunk | None = None
         self._step_clock = StepClock(self.period, self.command_timeout)
-        self._episode_starts = False
         self.add_on_set_parameters_callback(self._on_set_parameters)
         self._out = self.create_publisher(JointState, topics.COMPENSATED_COMMAND, QoSProfile(depth=10))
         self._diag = self.create_publisher(DiagnosticArray, topics.DIAGNOSTICS, QoSProfile(depth=10))
@@ -136,21 +135,13 @@ class CompensatorNode(Node):
         if self._step_clock.on_tick(now):
             self._step(now)
 
-    def new_episode(self) -> None:
-        """An episode starts from the pose the arm holds (:meth:`Compensator.new_episode`), taken on the next step:
-        callable from another thread, as the demo's session calls it beside the executor."""
-        self._episode_starts = True
-
     def _on_new_episode(self, _request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
-        self.new_episode()
+        self.core.new_episode()
         response.success, response.message = True, "a new episode starts at the next step"
         return response
 
     def _step(self, now: float) -> None:
         assert self._command is not None
-        if self._episode_starts:
-            self._episode_starts = False
-            self.core.new_episode()
         self._step_clock.stepped(now)
         rows = self.core.future_steps - 1
         upcoming = self._chunk.upcoming(now, self.period, rows) if self._chunk is not None and rows > 0 else None

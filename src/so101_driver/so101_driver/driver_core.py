@@ -249,12 +249,14 @@ class DriverCore:
                 present = [i for i, n in zip(self.ids, self.names, strict=True) if not self._servos[n].probe_interval]
                 budget = self.config.retry_budget_fraction / self.config.rate_hz if self.config.rate_hz > 0 else None
                 goals = self._goals_to_write()
+                # the servos sample their feedback as the request reaches them; the reply comes a bus round trip
+                # later (a USB-serial adapter's latency timer: up to 16 ms), so the sample is stamped at the request
+                asked = self._clock()
                 feedback, failures = self.bus.sync_read_feedback_partial(present, goals, budget_s=budget)
                 self._written(goals)
                 self._wrote_since_cycle = False
-                stamp = self._clock()
                 self._probe_missing(feedback, failures)
-                sample = self._update(feedback, failures, stamp)
+                sample = self._update(feedback, failures, asked)
             except PortError as err:
                 self._port_failed(err)
                 return self._result(None)
@@ -535,10 +537,11 @@ class DriverCore:
         """
         with self._lock:
             if enabled:
+                asked = self._clock()
                 feedback, failures = self.bus.sync_read_feedback_partial(self.ids)
                 if failures:
                     raise next(iter(failures.values()))
-                self._update(feedback, failures, self._clock())
+                self._update(feedback, failures, asked)
                 self._goal_raw = self.mapping.clamp_raw(np.array([feedback[i].position for i in self.ids]))
                 self._goal_known = np.ones(len(self.names), dtype=bool)
                 self._write_goals()
@@ -556,6 +559,10 @@ class DriverCore:
                 raise errors[0]
 
     # --- diagnostics --------------------------------------------------------------------------
+
+    def sample_age(self, sample: JointSample) -> float:
+        """Seconds since the servos sampled ``sample`` (a ROS node stamps it that long before its clock's now)."""
+        return self._clock() - sample.stamp
 
     def cycle_rate_hz(self) -> float:
         """Mean rate the recent cycles could sustain (1 / mean cycle duration)."""

@@ -16,6 +16,7 @@ from dataclasses import replace
 from typing import Any
 
 from diagnostic_msgs.msg import DiagnosticArray
+from rclpy.duration import Duration
 from rclpy.node import Node
 from sensor_msgs.msg import JointState
 from std_srvs.srv import Trigger
@@ -82,7 +83,8 @@ class ArmNode(Node):
 
     def _joint_state(self, sample: JointSample) -> JointState:
         msg = JointState()
-        msg.header.stamp = self.get_clock().now().to_msg()
+        # stamped when the servos sampled it (the ROS convention for a sensor reading), not when it arrived
+        msg.header.stamp = (self.get_clock().now() - Duration(seconds=self.core.sample_age(sample))).to_msg()
         msg.name = list(sample.names)
         msg.position = sample.position.tolist()
         msg.velocity = sample.velocity.tolist()

@@ -15,7 +15,7 @@ __all__ = ["JointSample", "ServoTelemetry", "CycleResult", "CommandResult"]
 class JointSample:
     """Joint state in :attr:`DriverCore.names` order; NaN for joints whose servo did not answer."""
 
-    stamp: float  # clock() when the feedback arrived, s
+    stamp: float  # clock() when the servos were asked for it (when they sampled it; it arrives a round trip later), s
     names: tuple[str, ...]
     position: np.ndarray  # rad
     velocity: np.ndarray  # rad/s

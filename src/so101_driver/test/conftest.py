@@ -32,8 +32,10 @@ class FakeBus:
         self.voltage: dict[int, int] = {}  # 0.1 V
         self.current: dict[int, int] = {}  # 6.5 mA
         self.connect_attempts: list[float] = []
-        self.clock = None  # set to record the time of each connect attempt
+        self.clock = None  # set to record the time of each connect attempt and of each read's request
         self.reads: list[list[int]] = []
+        self.read_s = 0.0  # with a clock: how long a read takes from its request to its last reply
+        self.asked_at: list[float] = []  # with a clock: when each read's request went out (the servos sample then)
 
     def connect(self):
         if self.clock is not None:
@@ -55,6 +57,9 @@ class FakeBus:
             raise PortError("write failed: device disconnected")
         self.reads.append(list(ids))
         self.counters.transactions += 1
+        if self.clock is not None:
+            self.asked_at.append(self.clock.t)
+            self.clock.t += self.read_s
         fb, failures = {}, {}
         for i in ids:
             if i in self.unplugged:

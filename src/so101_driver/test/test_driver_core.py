@@ -233,6 +233,13 @@ def test_stop_releases_port(core, bus):
     assert not bus.is_connected and not any(bus.torque.values())
 
 
+def test_a_sample_is_stamped_when_the_servos_were_asked_not_when_their_reply_came(core, bus, tick_clock):
+    bus.clock, bus.read_s = tick_clock, 0.015  # a USB-serial adapter's latency timer holds the replies back
+    sample = core.cycle().sample
+    assert sample.stamp == bus.asked_at[-1]
+    assert core.sample_age(sample) >= 0.015
+
+
 def test_cycle_rate_is_reported(core):
     for _ in range(5):
         core.cycle()

@@ -62,6 +62,7 @@ class Client:
         self.node = Node("driver_test_client", namespace=namespace, context=self.context)
         self.lock = threading.Lock()
         self.states: list[JointState] = []
+        self.arrivals: list[float] = []  # this node's clock (s) as each joint state arrived
         self.diagnostics: dict[str, tuple[int, str, dict[str, str]]] = {}
         self.node.create_subscription(JointState, state_topic, self._on_state, 50)
         self.node.create_subscription(DiagnosticArray, "/diagnostics", self._on_diag, 50)
@@ -74,8 +75,10 @@ class Client:
         self.thread.start()
 
     def _on_state(self, msg: JointState) -> None:
+        arrived = self.node.get_clock().now().nanoseconds * 1e-9
         with self.lock:
             self.states.append(msg)
+            self.arrivals.append(arrived)
 
     def _on_diag(self, msg: DiagnosticArray) -> None:
         with self.lock:
@@ -165,6 +168,21 @@ def test_joint_states_name_every_joint_with_stamped_position_velocity_effort(run
     assert list(first.name) == list(JOINT_NAMES)
     assert len(first.position) == len(first.velocity) == len(first.effort) == 6
     assert first.header.stamp.sec > 0
+
+
+def test_joint_states_are_stamped_when_the_servos_sampled_them_not_when_they_arrived(running):
+    arm, client, node = running
+    try:
+        arm.fault(op="extra_latency", seconds=0.012)  # every reply 12 ms after its request: a slow USB adapter
+        with client.lock:
+            start = len(client.states) + 10  # past the reads under way when the latency came in
+        assert _states_after(client, 60), node.output()
+        with client.lock:
+            lags = sorted(arrived - (m.header.stamp.sec + m.header.stamp.nanosec * 1e-9)
+                          for m, arrived in zip(client.states[start:], client.arrivals[start:], strict=True))
+        assert lags[len(lags) // 2] >= 0.012, lags
+    finally:
+        arm.fault(op="extra_latency", seconds=0.0)
 
 
 def test_torque_on_at_start_holds_the_arm(running):

@@ -59,11 +59,25 @@ def test_a_slow_bus_is_read_less_often_and_a_goal_waits_for_the_read_under_way()
 
 def test_a_slow_bus_delivers_older_positions() -> None:
     motion = move_and_hold()
-    fast, _ = closed_loop(profile_from_dict({"bus": {"latency": 0.0001}}, base=load_profile("default")), motion)
-    slow, _ = closed_loop(profile_from_dict({"bus": {"latency": 0.012}}, base=load_profile("default")), motion)
+    fast = closed_loop(profile_from_dict({"bus": {"latency": 0.0001}}, base=load_profile("default")), motion).delivered
+    slow = closed_loop(profile_from_dict({"bus": {"latency": 0.012}}, base=load_profile("default")), motion).delivered
     moving = slice(5, int(RATE_HZ))  # the first second: every joint moving out
     lag = np.abs(slow[moving] - motion.position[moving]).mean() - np.abs(fast[moving] - motion.position[moving]).mean()
     assert lag > 0.001  # ~15 ms more of a ~0.2 rad/s motion on average
+
+
+def test_positions_are_recorded_where_the_arm_was_when_sampled_not_when_delivered() -> None:
+    """On a slow bus (12 ms a read) the recorded positions are the arm's at each frame, as the joint states' stamps
+    (the servos' sampling instants) place them: they lag the commands less than the positions the driver had
+    delivered by then, which are a round trip and up to a read period old."""
+    motion = move_and_hold()
+    run = closed_loop(profile_from_dict({"bus": {"latency": 0.012}}, base=load_profile("default")), motion)
+    moving = slice(5, int(RATE_HZ))  # the first second: every joint moving out
+
+    def lag(positions: np.ndarray) -> float:
+        return float(np.abs(positions[moving] - motion.position[moving]).mean())
+
+    assert lag(run.measured) < lag(run.delivered) - 0.001
 
 
 @pytest.mark.parametrize("profile", ["ideal", "worn"])
@@ -75,7 +89,7 @@ def test_shipped_compensator_settles_in_range_on_arms_it_was_not_trained_on(prof
     assert max(result.command_spread) <= Stability.SPREAD_LIMIT, result
     assert result.settled, result
     motion = move_and_hold()
-    reported, _ = closed_loop(profile, motion, model)
+    reported = closed_loop(profile, motion, model).measured
     lower, upper = np.array([j.lower for j in JOINTS]), np.array([j.upper for j in JOINTS])
     assert np.all((reported >= lower) & (reported <= upper))
 
@@ -87,8 +101,8 @@ def test_shipped_compensator_cuts_every_joint_s_gap_on_an_arm_and_a_motion_it_ne
     full = read_motion_file(config_dir() / "motions" / "multisine.txt")
     motion = JointTrajectory(full.time[:500], full.position[:500], names=JOINT_NAMES)
     sim = reference(motion)
-    plain, _ = closed_loop("worn", motion)
-    compensated, _ = closed_loop("worn", motion, load_model(SHIPPED))
+    plain = closed_loop("worn", motion).measured
+    compensated = closed_loop("worn", motion, load_model(SHIPPED)).measured
 
     def rmse(positions: np.ndarray) -> np.ndarray:
         return np.sqrt(np.mean((positions - sim) ** 2, axis=0))
@@ -118,10 +132,10 @@ def test_the_guard_leaves_no_joint_worse_than_uncompensated_under_a_wrong_model(
     sim = reference(motion)
     shipped = load_model(SHIPPED)
     wrong = _LagMaker(shipped.path, shipped.metadata)
-    plain, _ = closed_loop("worn", motion)
-    unguarded, _ = closed_loop("worn", motion, compensator=Compensator(CompensatorConfig(JOINT_NAMES), wrong))
+    plain = closed_loop("worn", motion).measured
+    unguarded = closed_loop("worn", motion, compensator=Compensator(CompensatorConfig(JOINT_NAMES), wrong)).measured
     guarded_core = Compensator(CompensatorConfig(JOINT_NAMES, guard=GuardSettings()), wrong)
-    guarded, _ = closed_loop("worn", motion, compensator=guarded_core)
+    guarded = closed_loop("worn", motion, compensator=guarded_core).measured
     second_half = slice(len(sim) // 2, None)
 
     def rmse(positions: np.ndarray) -> np.ndarray:

@@ -21,7 +21,7 @@ import functools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -37,7 +37,7 @@ from so101_sim2real.replay.mujoco_backend import MujocoSim, MujocoSimConfig
 from so101_virtual.profiles import GapProfile, load_profile, profile_from_dict
 from so101_virtual.sysid.simulate import ArmPlant
 
-__all__ = ["DriverBus", "ServoFault", "JointResult", "MotionResult", "Stability", "closed_loop", "move_and_hold", "stability", "excitation_dataset", "perturbed_profile", "reference",
+__all__ = ["DriverBus", "LoopRun", "ServoFault", "JointResult", "MotionResult", "Stability", "closed_loop", "move_and_hold", "stability", "excitation_dataset", "perturbed_profile", "reference",
            "evaluate", "pooled"]
 
 RATE_HZ = 50.0
@@ -118,24 +118,34 @@ def reference(motion: JointTrajectory) -> np.ndarray:
     return np.asarray(state.position[:len(motion.time)])
 
 
+class LoopRun(NamedTuple):
+    """One motion played in :func:`closed_loop`, (N, J) per frame of the motion."""
+
+    measured: np.ndarray  # rad: the arm's position at the frame, from the servos' samples at the instants they were taken
+    sent: np.ndarray  # rad: what the policy or the compensator sent (the arm gets it through the safety filter)
+    delivered: np.ndarray  # rad: the newest position the driver had delivered by the frame (what the compensator saw)
+
+
 def closed_loop(profile: GapProfile | str, motion: JointTrajectory, model: GapModel | None = None,
                 feedback_gain: float | None = None, seed: int = 0,
-                compensator: Compensator | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """``(reported positions, sent commands)`` (N, J) of the virtual arm playing ``motion``; a sent command
-    is what the policy or the compensator sent, the arm gets it through the safety filter
-    (:func:`deployment_safety`).
+                compensator: Compensator | None = None) -> LoopRun:
+    """The virtual arm playing ``motion`` (:class:`LoopRun`); the arm gets the sent commands through the safety
+    filter (:func:`deployment_safety`).
 
-    The reported position of a frame is the newest one the driver has delivered by then (:class:`DriverBus`,
-    ``seed`` its phase and jitter). With ``model`` (or a ready ``compensator``) the compensator core sits in the
-    loop and reads the motion's upcoming commands; without, the commands go straight to the arm. A servo
-    protection that trips raises :class:`ServoFault`.
+    The compensator sees, at each frame, the newest position the driver has delivered by then (:class:`DriverBus`,
+    ``seed`` its phase and jitter). What is recorded is the position at the frame itself, interpolated between the
+    servos' samples at the instants they were taken, as the recorder's pairing makes of the driver's joint states
+    (stamped when the servos sampled them): on a slow bus a sample arrives a round trip after it was taken, and
+    that lag is the compensator's to live with, not a gap of the arm. With ``model`` (or a ready
+    ``compensator``) the compensator core sits in the loop and reads the motion's upcoming commands; without, the
+    commands go straight to the arm. A servo protection that trips raises :class:`ServoFault`.
     """
     loaded = load_profile(profile)
     plant = ArmPlant(loaded, motion.position[0])
     bus = DriverBus(loaded, seed)
     count = len(motion.time)
-    reported = np.zeros((count, len(JOINTS)))
-    sent = np.zeros_like(reported)
+    delivered = np.zeros((count, len(JOINTS)))
+    sent = np.zeros_like(delivered)
     if compensator is None and model is not None:
         gains = None if feedback_gain is None else (feedback_gain,) * len(JOINTS)
         compensator = Compensator(CompensatorConfig(joints=JOINT_NAMES, feedback_gain=gains), model)
@@ -144,6 +154,7 @@ def closed_loop(profile: GapProfile | str, motion: JointTrajectory, model: GapMo
     start = float(motion.time[0])
     newest, newest_stamp = plant.read(0.0), 0.0  # at rest at the first command's pose
     newest_effort = plant.efforts()
+    samples: list[tuple[float, np.ndarray]] = [(0.0, newest)]  # (when the servos sampled it, position)
     pending: list[tuple[float, np.ndarray, np.ndarray]] = []  # (delivery time, position, effort) of reads under way
     # stepped on each command as it arrives, as the node forwards a command stream at the policy's rate
     bounds = SafetyFilter(deployment_safety())
@@ -152,7 +163,9 @@ def closed_loop(profile: GapProfile | str, motion: JointTrajectory, model: GapMo
         now = float(motion.time[k]) - start
         applied = bus.apply_time(now)
         for read_start, read_end in bus.reads_until(applied):
-            pending.append((read_end, plant.read(read_start), plant.efforts()))
+            position = plant.read(read_start)
+            samples.append((read_start, position))
+            pending.append((read_end, position, plant.efforts()))
             status = plant.status()
             if any(status):
                 joint = next(k for k, bits in enumerate(status) if bits)
@@ -161,7 +174,7 @@ def closed_loop(profile: GapProfile | str, motion: JointTrajectory, model: GapMo
         while pending and pending[0][0] <= now:
             newest_stamp, newest, newest_effort = pending.pop(0)
             fresh = True
-        reported[k] = newest
+        delivered[k] = newest
         if fresh:
             bounds.on_measured(JOINT_NAMES, newest.tolist(), stamp=now)
         if compensator is None:
@@ -177,7 +190,11 @@ def closed_loop(profile: GapProfile | str, motion: JointTrajectory, model: GapMo
             compensator.goal_reached(np.asarray(safe.positions))
         plant.read(applied)
         plant.send(np.asarray(safe.positions))
-    return reported, sent
+    stamps = np.array([when for when, _ in samples])
+    positions = np.array([position for _, position in samples])
+    frames = motion.time - start
+    measured = np.column_stack([np.interp(frames, stamps, positions[:, j]) for j in range(len(JOINTS))])
+    return LoopRun(measured, sent, delivered)
 
 
 def excitation_dataset(profile: GapProfile | str, motions: Sequence[JointTrajectory], names: Sequence[str],
@@ -187,7 +204,7 @@ def excitation_dataset(profile: GapProfile | str, motions: Sequence[JointTraject
     loaded = load_profile(profile)
     dataset = PairedDataset(rate_hz=RATE_HZ, metadata={"profile": loaded.name, "source": "virtual SO-101, simulated time"})
     for index, (name, motion) in enumerate(zip(names, motions, strict=True)):
-        real, _ = closed_loop(loaded, motion, seed=seed + index)
+        real = closed_loop(loaded, motion, seed=seed + index).measured
         sim = reference(motion)
         nan = np.full_like(real, np.nan)
         dataset.add(PairedEpisode(name=name, time=motion.time - motion.time[0], command=motion.position,
@@ -237,13 +254,13 @@ def evaluate(profile: GapProfile | str, motions: Sequence[tuple[str, JointTrajec
         result = MotionResult(loaded.name, name)
         results.append(result)
         try:
-            before, _ = closed_loop(loaded, motion, seed=seed)
+            before = closed_loop(loaded, motion, seed=seed).measured
         except ServoFault as fault:
             result.fault = f"uncompensated: {fault}"
             continue
         try:
             compensator = None if config is None else Compensator(config, model)
-            after, _ = closed_loop(loaded, motion, model, feedback_gain, seed=seed, compensator=compensator)
+            after = closed_loop(loaded, motion, model, feedback_gain, seed=seed, compensator=compensator).measured
         except ServoFault as fault:
             result.fault = f"compensated: {fault}"
             continue
@@ -314,18 +331,18 @@ def stability(profile: GapProfile | str, model: GapModel, config: CompensatorCon
     loaded = load_profile(profile)
     motion = move_and_hold()
     try:
-        plain, _ = closed_loop(loaded, motion)
+        plain = closed_loop(loaded, motion).measured
     except ServoFault as fault:
         return Stability(loaded.name, (), (), (), f"uncompensated: {fault}")
     compensator = None if config is None else Compensator(config, model)
     try:
-        reported, sent = closed_loop(loaded, motion, model, compensator=compensator)
+        measured, sent, _ = closed_loop(loaded, motion, model, compensator=compensator)
     except ServoFault as fault:
         return Stability(loaded.name, (), (), (), f"compensated: {fault}")
     last_second = slice(-int(RATE_HZ), None)
     target = motion.position[-1]
     return Stability(loaded.name, tuple(np.ptp(sent[last_second], axis=0).tolist()),
-                     tuple(np.abs(reported[last_second] - target).mean(axis=0).tolist()),
+                     tuple(np.abs(measured[last_second] - target).mean(axis=0).tolist()),
                      tuple(np.abs(plain[last_second] - target).mean(axis=0).tolist()))
 
 

@@ -1,7 +1,7 @@
 """What a motion's supervisor knows of the arm, without ROS: latest measured and commanded positions, whether
 the arm has come to rest at its command, how many joint states arrived and the longest time without one, the
 driver's cycle rate and counts as it reports them, the servos' temperatures, the servo faults reported since the
-motion started, and what a recording still waits for (``so101_apps.session.DeployMonitor`` feeds it from its subscriptions)."""
+motion started, and what a recording still waits for (``so101_apps.deploy_monitor.DeployMonitor`` feeds it from its subscriptions)."""
 
 from __future__ import annotations
 

@@ -23,11 +23,8 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
-from diagnostic_msgs.msg import DiagnosticArray
-from rclpy.node import Node
-from sensor_msgs.msg import JointState
 
-from so101_apps.arm_watch import ArmWatch
+from so101_apps.deploy_monitor import DeployMonitor
 from so101_apps.motion_runs import (
     BusFigures,
     MotionSpec,
@@ -44,48 +41,20 @@ from so101_bringup.node_specs import GraphOptions, deploy_graph
 from so101_common import topics
 from so101_common.servo_faults import format_fault
 from so101_common.waiting import wait_for
+from so101_gaponet.compensator_node import NODE_NAME as COMPENSATOR
 from so101_gaponet.compensator_node import CompensatorNode
 from so101_gaponet.model_file import read_metadata
 from so101_policy.motion_player_node import MotionPlayerNode
 from so101_policy.motions import load_motion, sample
 from so101_recorder.recorder_node import RecorderNode
-from so101_ros.diagnostics import status_entries
 
-__all__ = ["DeployMonitor", "run_session", "DRIVER"]
+__all__ = ["run_session", "DRIVER"]
 
 DRIVER = "so101_driver"  # the deploy graph's driver, by its node name
 TWIN = "twin"  # the live gap twin (deploy graph, twin:=true)
 WEB_VIEW = "web_view"  # the live web view (deploy graph, web:=true)
 MOTION_PLAYER = "motion_player"
 RECORDER = "recorder"
-COMPENSATOR = "gaponet_compensator"
-
-
-class DeployMonitor:
-    """The subscriptions feeding an :class:`~so101_apps.arm_watch.ArmWatch` (``watch``) on ``node``'s clock:
-    ``joint_states``, ``policy/joint_command`` (relative: in the graph's namespace), the servo faults on
-    ``/diagnostics`` and, with ``twin``, the live gap twin's state."""
-
-    def __init__(self, node: Node, twin: bool = False) -> None:
-        self._clock = node.get_clock()
-        self.watch = ArmWatch(self.now())
-        node.create_subscription(JointState, topics.JOINT_STATES, self._on_state, 10)
-        if twin:  # the live gap twin: an episode starts once it runs, so the bag is paired from its first sample
-            node.create_subscription(JointState, topics.TWIN_STATES, lambda _msg: self.watch.on_twin(self.now()), 10)
-        node.create_subscription(JointState, topics.POLICY_COMMAND, self._on_command, 10)
-        node.create_subscription(DiagnosticArray, topics.DIAGNOSTICS, self._on_diagnostics, 50)
-
-    def now(self) -> float:
-        return self._clock.now().nanoseconds * 1e-9
-
-    def _on_state(self, msg: JointState) -> None:
-        self.watch.on_state(msg.name, msg.position, self.now())
-
-    def _on_command(self, msg: JointState) -> None:
-        self.watch.on_command(msg.name, msg.position)
-
-    def _on_diagnostics(self, msg: DiagnosticArray) -> None:
-        self.watch.on_diagnostics(status_entries(msg), self.now())
 
 
 def run_session(label: str, opts: GraphOptions, motions: Sequence[MotionSpec], print_period: float,

@@ -46,12 +46,15 @@ from so101_ros.diagnostics import diagnostic_array, diagnostic_status
 from so101_ros.node_params import declare_parameters
 from so101_ros.node_runner import run_node
 
-__all__ = ["CompensatorNode", "main"]
+__all__ = ["CompensatorNode", "NODE_NAME", "main"]
+
+NODE_NAME = "gaponet_compensator"  # the deploy graph names it so too (so101_bringup.graphs)
+
 
 class CompensatorNode(Node):
     def __init__(self, **node_kwargs: Any) -> None:
         """``node_kwargs`` go to ``rclpy.node.Node`` (context, cli_args, parameter_overrides for in-process composition)."""
-        super().__init__("gaponet_compensator", **node_kwargs)
+        super().__init__(NODE_NAME, **node_kwargs)
         p = declare_parameters(self, CompensatorParameters)
         joints = tuple(p.joints)
         model = load_model(p.model_path, joints=joints, rate_hz=p.rate_hz or None) if p.model_path else None
@@ -188,7 +191,7 @@ class CompensatorNode(Node):
 
 
 def main(args: list[str] | None = None) -> int:
-    return run_node(CompensatorNode, args, "gaponet_compensator", fatal=(ModelFileError, CompensatorError))
+    return run_node(CompensatorNode, args, NODE_NAME, fatal=(ModelFileError, CompensatorError))
 
 
 if __name__ == "__main__":

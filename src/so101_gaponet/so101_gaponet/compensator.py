@@ -28,6 +28,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -61,6 +62,9 @@ _log = logging.getLogger(__name__)
 GRIPPER_LOAD_MARGIN = 0.05
 SERVO_LOAD_MARGIN = 0.02
 SERVO_LOAD_HOLD_S = OVERLOAD_PROTECTION_S / 2
+# Steps a history row may wait for a sample taken at or after its instant; a row older than this is written with
+# the newest sample (the driver stalled, or its clock is not this one's): 160 ms at 50 Hz, beyond any bus round trip.
+MAX_UNCOVERED_STEPS = 8
 
 
 def default_load_limit(name: str) -> tuple[float, float]:
@@ -350,6 +354,10 @@ class Compensator:
         self._position = np.full(joints, np.nan)
         self._velocity = np.full(joints, np.nan)
         self._measured_stamp: float | None = None
+        # the sample before the newest (stamp, position, velocity): a row's instant lies between the two
+        self._sample_before: tuple[float, np.ndarray, np.ndarray] | None = None
+        # steps no sample has reached yet: (the step's time, the output of the step before it)
+        self._uncovered: deque[tuple[float, np.ndarray | None]] = deque()
         self._fresh = np.zeros(joints, dtype=bool)  # joints measured since the previous step
         # signed load per joint (fraction of max effort; 0 until an effort is measured) and the limit on it
         self._load = [0.0] * joints
@@ -369,7 +377,8 @@ class Compensator:
                         stamp: float | None = None, effort: np.ndarray | list[float] | None = None) -> None:
         """Latest measured state; velocity missing or NaN is estimated from the previous position; effort (N·m,
         signed along the joint axis as the driver publishes it; missing or NaN: the previous load) tells how hard
-        each servo already pushes (``load_limits``).
+        each servo already pushes (``load_limits``). ``stamp``: when the servos sampled it (the joint state's
+        header stamp), on the clock of :meth:`compensate`'s ``now``; the history rows are placed by it (:meth:`_cover`).
 
         A joint whose position is NaN or inf (the driver's reading of a servo that did not answer) keeps
         its previous measurement, as in the safety filter, and counts as not measured: the integral
@@ -388,13 +397,16 @@ class Compensator:
             if self._measured_stamp is not None and stamp is not None and stamp > self._measured_stamp:
                 estimate = (position - self._position) / (stamp - self._measured_stamp)
             velocity = np.where(np.isnan(velocity), np.nan_to_num(estimate), velocity)
-        self._position[:] = position
-        self._velocity[:] = velocity
         if effort is not None:
             for j, value in enumerate(self._vector(effort, "effort").tolist()):
                 if math.isfinite(value):
                     self._load[j] = value / self._max_effort[j]
+        self._sample_before = (self._measured_stamp, self._position.copy(), self._velocity.copy()) \
+            if self._measured_stamp is not None and stamp is not None and stamp > self._measured_stamp else None
+        self._position[:] = position
+        self._velocity[:] = velocity
         self._measured_stamp = stamp
+        self._cover()
 
     def goal_reached(self, goal: np.ndarray | list[float]) -> None:
         """The goal the arm got for the last step's command (the safety filter's output): the guard judges Δ by
@@ -437,7 +449,11 @@ class Compensator:
         if np.isnan(command).any():
             raise CompensatorError("command contains NaN")
         if self.has_measurement:
-            self._push_row()
+            if now is None or self._measured_stamp is None:
+                self._push_row(self._position, self._velocity, self._last_output)
+            else:
+                self._uncovered.append((now, self._last_output))
+                self._cover()
         compensated = fault = False
         if self.model is not None and self.enabled and self.warm:
             raw = self.model.delta(self.history(), self._command_rows(command, upcoming))
@@ -578,15 +594,35 @@ class Compensator:
         self._stats.slew_limited_steps += slew_limited
         self._stats.out_of_bounds_steps += out_of_bounds
 
-    def _push_row(self) -> None:
+    def _cover(self) -> None:
+        """Write the rows of the steps the newest sample has reached: each row is the arm at the step's instant,
+        linear between the two samples around it, beside the output of the step before (as a recording pairs the
+        stamped joint states with its frames, which is what the model was trained on). A sample arrives a bus round
+        trip after it was taken, so the window ends a step or two behind the present. A step left waiting longer
+        than ``MAX_UNCOVERED_STEPS`` gets the newest sample."""
+        newest = self._measured_stamp
+        uncovered = self._uncovered
+        while uncovered and newest is not None and (uncovered[0][0] <= newest or len(uncovered) > MAX_UNCOVERED_STEPS):
+            when, previous = uncovered.popleft()
+            position, velocity = self._position, self._velocity
+            before = self._sample_before
+            if before is not None and before[0] < when < newest:
+                share = (when - before[0]) / (newest - before[0])
+                position = before[1] + share * (position - before[1])
+                velocity = before[2] + share * (velocity - before[2])
+            elif before is not None and when <= before[0]:
+                position, velocity = before[1], before[2]
+            self._push_row(position, velocity, previous)
+
+    def _push_row(self, position: np.ndarray, velocity: np.ndarray, previous: np.ndarray | None) -> None:
         joints, size = len(self.config.joints), self._history_len
-        previous = self._last_output if self._last_output is not None else self._position
+        previous = position if previous is None else previous
         slot = self._rows % size
         # the first row fills the whole window: the arm at rest where it was first measured, until rows replace it
         for index in (slot, slot + size) if self._rows else range(2 * size):
             row = self._ring[index]
-            row[:joints] = self._position
-            row[joints:2 * joints] = self._velocity
+            row[:joints] = position
+            row[joints:2 * joints] = velocity
             row[2 * joints:] = previous
         self._rows += 1
         self._head = (slot + 1) % size
@@ -617,6 +653,9 @@ class Compensator:
         self._last_output = None
         self._previous_command = None
         self._position[:] = np.nan
+        self._measured_stamp = None
+        self._sample_before = None
+        self._uncovered.clear()
         self._fresh[:] = False
         self._delta[:] = 0.0
         self._clear_integrals()

@@ -91,12 +91,20 @@ class CompensatorNode(Node):
     def _now(self) -> float:
         return self.get_clock().now().nanoseconds * 1e-9
 
+    def _stamp(self, header: Any) -> float:
+        """A message's stamp in seconds; no stamp, or one ahead of this node's clock (another machine's): now."""
+        now = self._now()
+        if not header.stamp.sec and not header.stamp.nanosec:
+            return now
+        return min(header.stamp.sec + header.stamp.nanosec * 1e-9, now)
+
     def _on_state(self, msg: JointState) -> None:
         try:
             position = reorder(msg.name, msg.position, self.joints)
             velocity = reorder(msg.name, msg.velocity, self.joints) if len(msg.velocity) == len(msg.name) else None
             effort = reorder(msg.name, msg.effort, self.joints) if len(msg.effort) == len(msg.name) else None
-            self.core.update_measured(position, velocity, self._now(), effort)
+            # stamped when the servos sampled it (the driver): the core places its history rows by it
+            self.core.update_measured(position, velocity, self._stamp(msg.header), effort)
         except (JointSpecError, CompensatorError) as err:
             self.get_logger().warning(f"ignored joint state: {err}", throttle_duration_sec=5.0)
 

@@ -65,6 +65,33 @@ def test_history_holds_measured_state_and_previous_outputs(tiny) -> None:
     np.testing.assert_allclose(window[:, 12:], np.vstack(outputs[1:4]))
 
 
+def test_history_rows_hold_the_arm_where_it_was_at_each_step_not_where_the_newest_sample_was(tiny) -> None:
+    """A sample reaches the compensator a bus round trip after the servos took it (15 ms here, stamped when taken).
+    Each row is the arm at its step's instant, between the samples around it, beside the output of the step
+    before: the rows a recording's frames make, which the model was trained on."""
+    comp = Compensator(CONFIG, load_model(tiny[1]))
+    outputs = []
+    for k in range(6):
+        sampled = 0.02 * k - 0.015
+        comp.update_measured(np.full(6, sampled), np.ones(6), stamp=sampled)  # the arm at q(t) = t
+        outputs.append(comp.compensate(np.full(6, 0.2), now=0.02 * k).command)
+    window = comp.history()  # the steps the newest sample (taken at 0.085 s) has reached: 2, 3, 4
+    np.testing.assert_allclose(window[:, 0], [0.04, 0.06, 0.08])
+    np.testing.assert_allclose(window[:, 6], 1.0)
+    np.testing.assert_allclose(window[:, 12:], np.vstack(outputs[1:4]))
+
+
+def test_history_rows_keep_coming_when_the_samples_stop(tiny) -> None:
+    from so101_gaponet.compensator import MAX_UNCOVERED_STEPS
+
+    comp = Compensator(CONFIG, load_model(tiny[1]))
+    comp.update_measured(np.full(6, 0.1), np.zeros(6), stamp=0.0)
+    for k in range(MAX_UNCOVERED_STEPS + 3):
+        comp.compensate(np.full(6, 0.2), now=0.02 * (k + 1))
+    np.testing.assert_allclose(comp.history()[:, 0], 0.1)
+    assert comp.warm
+
+
 def test_disable_switches_to_passthrough_and_back(tiny) -> None:
     comp = Compensator(CONFIG, load_model(tiny[1]))
     command = np.full(6, 0.4)

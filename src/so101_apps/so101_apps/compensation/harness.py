@@ -155,7 +155,7 @@ def closed_loop(profile: GapProfile | str, motion: JointTrajectory, model: GapMo
     newest, newest_stamp = plant.read(0.0), 0.0  # at rest at the first command's pose
     newest_effort = plant.efforts()
     samples: list[tuple[float, np.ndarray]] = [(0.0, newest)]  # (when the servos sampled it, position)
-    pending: list[tuple[float, np.ndarray, np.ndarray]] = []  # (delivery time, position, effort) of reads under way
+    pending: list[tuple[float, float, np.ndarray, np.ndarray]] = []  # (delivery, sampled, position, effort) of reads under way
     # stepped on each command as it arrives, as the node forwards a command stream at the policy's rate
     bounds = SafetyFilter(deployment_safety())
     bounds.on_measured(JOINT_NAMES, newest.tolist(), stamp=0.0)
@@ -165,14 +165,14 @@ def closed_loop(profile: GapProfile | str, motion: JointTrajectory, model: GapMo
         for read_start, read_end in bus.reads_until(applied):
             position = plant.read(read_start)
             samples.append((read_start, position))
-            pending.append((read_end, position, plant.efforts()))
+            pending.append((read_end, read_start, position, plant.efforts()))
             status = plant.status()
             if any(status):
                 joint = next(k for k, bits in enumerate(status) if bits)
                 raise ServoFault(loaded.name, JOINT_NAMES[joint], status[joint], read_start)
         fresh = False
         while pending and pending[0][0] <= now:
-            newest_stamp, newest, newest_effort = pending.pop(0)
+            _, newest_stamp, newest, newest_effort = pending.pop(0)
             fresh = True
         delivered[k] = newest
         if fresh:

@@ -108,8 +108,11 @@ class DeltaGuard:
     estimate without it is judged: how far it exceeds ``1 + margin`` adds to the evidence against the joint's Δ
     (a cumulative sum of log ratios, floored at 0, so a single noisy window does not decide); once the evidence
     reaches ``evidence`` the joint's scale is multiplied by ``shrink`` (below 0.1: zero) and the event is
-    counted. A shrunk scale comes back the same way: evidence for Δ (how far window ratios fall below
-    ``1 − margin``) adds up, floored at 0, and once it reaches ``evidence`` the scale doubles, up to 1 (one window
+    counted. A shrunk scale comes back the same way, judged on the Δ it holds back (the Δ the core would send at
+    scale 1, whose estimated effect the guard tracks beside the applied one: a joint at scale 0 has no effect of its
+    own to judge, and judged by it would stay at 0 for good): evidence for that Δ (how far the ratio of the error it
+    would leave to the error without Δ falls below ``1 − margin``) adds up, floored at 0, and once it reaches
+    ``evidence`` the scale doubles (from 0: to 0.1), up to 1 (one window
     that seems to favour Δ does not undo a shrink: on an arm behind a safety filter that bounds the goals' speed
     and acceleration the first-order estimate is off in single windows, either way). Told the goals the arm got
     (:meth:`reached`), the estimate follows the Δ that reached the servos: the goal less the policy's command,
@@ -128,26 +131,34 @@ class DeltaGuard:
         self._window = max(1, round(settings.window_s / step_s)) if step_s > 0 else 1
         self._effect = [0.0] * count  # the estimated effect of Δ on the measured position (rad)
         self._before = [0.0] * count  # the effect before this step's Δ (to redo the step with the Δ that reached the arm)
-        self._sums = [[0.0, 0.0, 0.0, 0] for _ in range(count)]  # error² with, error² without, effect², count
+        self._full = [0.0] * count  # the estimated effect of the Δ the core would send unshrunk (= _effect at scale 1)
+        # error² with, error² without, effect², count, error² with the unshrunk Δ, its effect²
+        self._sums = [[0.0, 0.0, 0.0, 0, 0.0, 0.0] for _ in range(count)]
         self._against = [0.0] * count  # the evidence against Δ so far: Σ log(ratio / (1 + margin)), floored at 0
         self._for = [0.0] * count  # the evidence for a shrunk Δ: Σ log((1 − margin) / ratio), floored at 0
 
     def observe(self, joint: int, error: float) -> None:
         """A fresh tracking error (``previous command − measured position``) of ``joint``."""
         sums = self._sums[joint]
-        effect = self._effect[joint]
+        effect, full = self._effect[joint], self._full[joint]
         without = error + effect
+        unshrunk = without - full
         sums[0] += error * error
         sums[1] += without * without
         sums[2] += effect * effect
         sums[3] += 1
+        sums[4] += unshrunk * unshrunk
+        sums[5] += full * full
         if sums[3] >= self._window:
             self._judge(joint, sums)
 
-    def sent(self, joint: int, delta: float) -> None:
-        """The Δ sent to ``joint`` this step (its effect on the arm follows with the response time)."""
+    def sent(self, joint: int, delta: float, unshrunk: float | None = None) -> None:
+        """The Δ sent to ``joint`` this step (its effect on the arm follows with the response time); ``unshrunk``:
+        the Δ the core would have sent at scale 1 (default: ``delta``), what a shrunk joint is judged to come back by."""
         self._before[joint] = self._effect[joint]
         self._effect[joint] = delta + self._keep * (self._effect[joint] - delta)
+        full = delta if unshrunk is None else unshrunk
+        self._full[joint] = full + self._keep * (self._full[joint] - full)
 
     def reached(self, joint: int, delta: float) -> None:
         """The Δ that reached ``joint``'s servo this step, where the chain bounds the goal after the compensator
@@ -158,12 +169,15 @@ class DeltaGuard:
         """A passthrough step: Δ is 0 and the windows start again (the scales are kept)."""
         self._effect = [0.0] * len(self._effect)
         self._before = [0.0] * len(self._before)
-        self._sums = [[0.0, 0.0, 0.0, 0] for _ in self._sums]
+        self._full = [0.0] * len(self._full)
+        self._sums = [[0.0, 0.0, 0.0, 0, 0.0, 0.0] for _ in self._sums]
 
     def _judge(self, joint: int, sums: list[float]) -> None:
-        with_delta, without, effect, count = sums
-        sums[:] = [0.0, 0.0, 0.0, 0]
+        with_delta, without, effect, count, unshrunk, full = sums
+        sums[:] = [0.0, 0.0, 0.0, 0, 0.0, 0.0]
         settings = self.settings
+        if self.scale[joint] < 1.0 and self._judge_return(joint, unshrunk, without, full / count):
+            return
         if effect / count < settings.floor ** 2:
             return
         ratio = math.sqrt(with_delta / max(without, 1e-18))
@@ -176,13 +190,20 @@ class DeltaGuard:
             self.last_event = (f"{self.joints[joint]}: RMS tracking error {math.sqrt(with_delta / count):.4f} rad with Δ, "
                                f"about {math.sqrt(without / count):.4f} without: Δ scaled to {self.scale[joint]:g}")
             _log.warning("compensation guard: %s", self.last_event)
-            return
-        if self.scale[joint] == 1.0:
-            return
+
+    def _judge_return(self, joint: int, unshrunk: float, without: float, full: float) -> bool:
+        """A shrunk joint's way back, judged on the Δ it holds back: the error the unshrunk Δ would leave against the
+        error without Δ (a joint at scale 0 has no Δ of its own to judge). True when the scale grew."""
+        settings = self.settings
+        if full < settings.floor ** 2:
+            return False
+        ratio = math.sqrt(unshrunk / max(without, 1e-18))
         self._for[joint] = max(0.0, self._for[joint] + math.log((1.0 - settings.margin) / max(ratio, 1e-9)))
         if self._for[joint] > math.log(settings.evidence):
             self._for[joint] = 0.0
             self.scale[joint] = min(1.0, max(self.scale[joint], 0.05) * 2.0)
+            return True
+        return False
 
 
 @dataclass(frozen=True)
@@ -578,6 +599,7 @@ class Compensator:
             total = wanted + current
             wanted = min(max(total, -bound), bound)
             clipped |= wanted != total
+            unscaled = wanted
             wanted *= scale
             if keep > 0:
                 wanted += keep * (shaped[j] - wanted)
@@ -588,7 +610,7 @@ class Compensator:
             else:
                 shaped[j] = wanted
             if guard is not None:
-                guard.sent(j, shaped[j])
+                guard.sent(j, shaped[j], unscaled)
         self._delta[:] = shaped
         self._stats.clipped_steps += clipped
         self._stats.slew_limited_steps += slew_limited

@@ -300,6 +300,28 @@ def test_the_guard_shrinks_a_delta_that_makes_the_error_larger_and_keeps_one_tha
     assert helpful.scale == [1.0] and helpful.events == 0
 
 
+def test_a_joint_the_guard_shrank_to_zero_comes_back_once_the_delta_it_holds_back_would_help() -> None:
+    """Known answers on one joint at 50 Hz: Δ = 0.01 rad first shows up whole as tracking error (shrunk to 0 after two
+    1 s windows, as above); then the arm gets an error of 0.01 rad that the same Δ would cancel. At scale 0 there is no
+    Δ to judge by its own effect, so the guard judges the Δ it holds back, and the scale doubles back to 1."""
+    from so101_gaponet.compensator import DeltaGuard, GuardSettings
+
+    guard = DeltaGuard(("shoulder_pan",), GuardSettings(), step_s=0.02)
+    applied = 0.0  # the estimated effect of the Δ sent
+    keep = np.exp(-0.02 / 0.1)
+    scales = []
+    for step in range(600):
+        without = 0.0 if step < 100 else 0.01  # the arm's error without Δ
+        guard.observe(0, without - applied)
+        delta = 0.01 * guard.scale[0]
+        guard.sent(0, delta, 0.01)
+        applied = delta + keep * (applied - delta)
+        scales.append(guard.scale[0])
+    assert scales[99] == 0.0 and guard.events == 2
+    assert scales[-1] == 1.0
+    assert sorted(set(scales[100:])) == [0.0, 0.1, 0.2, 0.4, 0.8, 1.0]
+
+
 def test_the_guard_judges_the_delta_that_reached_the_arm_not_the_one_it_sent() -> None:
     """A harmful Δ of which a bounding stage after the compensator (the safety filter) passes a quarter: the arm
     was on the reference without it, so its whole error is the quarter's effect. Judged by the Δ sent, the

@@ -23,7 +23,10 @@ also ends early once the servos that answer have answered: when replies have sta
 line then stays quiet for ``reply_gap_ms``, the servos still missing are not coming (a dropped reply
 or an unplugged servo costs that gap, not the whole deadline), and a retry of the servos still missing
 waits at most twice the latency the first reply showed plus that gap (the line's latency was just
-measured: a servo that does not answer within it is not coming either). Every retry, timeout and malformed
+measured: a servo that does not answer within it is not coming either). A SYNC_READ's first try waits at least
+twice the bus's usual latency (a running mean of the first replies' latency) plus that gap, when that is longer
+than ``timeout_ms``: behind an adapter whose own latency is most of ``timeout_ms`` (a USB-serial latency timer of
+16 ms against 20), a reply held up a few ms by a loaded machine is late, not lost. Every retry, timeout and malformed
 packet is counted in :attr:`FeetechBus.counters` (the driver reports them per second).
 
 The SDK's packet timeout is patched as LeRobot does (``tx_time_per_byte·(n + 3) + timeout_ms``),
@@ -69,6 +72,8 @@ DEFAULT_RETRIES = 2  # extra tries after the first
 # silence that ends a SYNC_READ once replies flowed: ~15 feedback replies' wire time at 1 Mbaud, and
 # more than a USB full-speed frame (1 ms) by which an adapter may split one burst of replies
 DEFAULT_REPLY_GAP_MS = 3.0
+# weight of each sync read's first-reply latency in the bus's usual latency (a running mean over ~20 reads)
+_LATENCY_WEIGHT = 0.05
 _STATUS_OVERHEAD = 6  # FF FF ID LEN ERR ... CHK
 _FB_ADDR, _FB_LEN = FEEDBACK_BLOCK
 RegisterLike = Register | str
@@ -102,6 +107,7 @@ class FeetechBus:
         self._sync_writers: dict[tuple[int, int], Any] = {}
         self._lock = threading.RLock()
         self.last_error: dict[int, int] = {}  # servo id → error byte of its latest reply
+        self.usual_latency_s: float | None = None  # running mean of the first reply's latency to a sync read
 
     # --- connection -----------------------------------------------------------------------------
 
@@ -347,6 +353,8 @@ class FeetechBus:
         max_retries = self.retries if retries is None else retries
         prefix = _sync_write_packet(Register.Goal_Position, goals) if goals else b""
         allowance_ms = self.timeout_ms
+        if self.usual_latency_s is not None:
+            allowance_ms = max(allowance_ms, 2000.0 * self.usual_latency_s + self.reply_gap_ms)
         until = None if budget_s is None else time.monotonic() + budget_s
         with self._lock:
             while missing and tries <= max_retries:
@@ -363,6 +371,9 @@ class FeetechBus:
                     replies, corrupt, latency_s = self._sync_read_once(port, missing, prefix, allowance_ms)
                 if latency_s is not None:
                     allowance_ms = min(allowance_ms, 2000.0 * latency_s + self.reply_gap_ms)
+                    if tries == 1:
+                        usual = self.usual_latency_s
+                        self.usual_latency_s = latency_s if usual is None else usual + _LATENCY_WEIGHT * (latency_s - usual)
                 self.counters.corrupt += corrupt
                 prefix = b""
                 for servo_id, (data, error) in replies.items():

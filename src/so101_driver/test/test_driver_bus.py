@@ -274,6 +274,20 @@ def test_sync_read_keeps_the_servos_that_answer(bus, faults, servos):
     assert "servo 5" in str(failures[5])
 
 
+def test_a_reply_late_by_a_loaded_machine_behind_a_slow_adapter_is_waited_for(link, faults):
+    """Behind an adapter whose latency is most of ``timeout_ms`` (20 ms of 25 here), a reply 13 ms later than usual is
+    late, not lost: a sync read's first try waits twice the bus's usual latency (single tries, no retry to hide it)."""
+    with FeetechBus(link.device_path, timeout_ms=25.0, retries=0) as slow:
+        faults.set_extra_latency(0.020)
+        for _ in range(5):
+            feedback, failures = slow.sync_read_feedback_partial(IDS)
+            assert not failures and len(feedback) == 6
+        assert slow.usual_latency_s is not None and slow.usual_latency_s >= 0.020
+        faults.set_extra_latency(0.033)
+        feedback, failures = slow.sync_read_feedback_partial(IDS)
+        assert not failures and len(feedback) == 6
+
+
 def test_dropped_reply_is_retried(bus, faults):
     faults.drop_next(1)
     assert bus.read(Register.Model_Number, 1) == MODEL_NUMBER_STS3215

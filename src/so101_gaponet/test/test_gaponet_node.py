@@ -224,6 +224,36 @@ def test_the_action_chunk_reaches_the_model_rows() -> None:
         rclpy.shutdown(context=context)
 
 
+def test_a_joint_state_reaches_the_core_stamped_when_the_servos_sampled_it() -> None:
+    """In process: the core places its history rows by the joint state's header stamp (the driver's: when the
+    servos sampled it), not by when the message arrived; no stamp, or one ahead of the node's clock, is now."""
+    from rclpy.context import Context
+
+    from so101_gaponet.compensator_node import CompensatorNode
+
+    context = Context()
+    rclpy.init(context=context)
+    try:
+        node = CompensatorNode(context=context, cli_args=["--ros-args", "-p", f"model_path:={SHIPPED_MODEL}"])
+        node._now = lambda: 100.0  # type: ignore[method-assign]
+        stamps: list[float | None] = []
+        original = node.core.update_measured
+
+        def recording_update(position, velocity=None, stamp=None, effort=None):
+            stamps.append(stamp)
+            return original(position, velocity, stamp, effort)
+
+        node.core.update_measured = recording_update  # type: ignore[method-assign]
+        for sec, nanosec in ((99, 985_000_000), (0, 0), (100, 500_000_000)):
+            msg = _msg(np.zeros(6))
+            msg.header.stamp.sec, msg.header.stamp.nanosec = sec, nanosec
+            node._on_state(msg)
+        assert stamps == [pytest.approx(99.985), 100.0, 100.0]
+        node.destroy_node()
+    finally:
+        rclpy.shutdown(context=context)
+
+
 def _drive(arrivals: list[float], until: float) -> list[tuple[float, float]]:
     """In process, on a simulated clock: the node gets a command (value = its index) at each of ``arrivals`` (s)
     and its timer fires one period after its last reset and every period after that; returns each step's

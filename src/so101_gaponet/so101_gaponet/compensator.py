@@ -34,6 +34,7 @@ from typing import Any, cast
 
 import numpy as np
 
+from so101_common.diagnostics import Level
 from so101_common.joints import OVERLOAD_PROTECTION_S
 from so101_common.joints import joint as joint_spec
 from so101_gaponet.bounds import (
@@ -736,6 +737,20 @@ class Compensator:
         if self.model is not None:
             info.update(self.model.describe())
         return info
+
+    def health(self, info: dict[str, Any] | None = None) -> tuple[Level, str]:
+        """The level and one-line message of the core's diagnostics (``info``: its :meth:`status`, if already taken):
+        WARN on a model fault, a model whose Δ leaves its bounds at the load probe, or a joint the guard shrank."""
+        info = self.status() if info is None else info
+        probe = self.model.probe if self.model is not None else None
+        beyond = probe is not None and not probe.within_bounds
+        shrunk = [j for j, scale in zip(self.config.joints, info.get("guard_scale", ()), strict=False) if scale < 1.0]
+        level = Level.WARN if info["faults"] or beyond or shrunk else Level.OK
+        message = info["mode"] + ("" if info["warm"] or self.model is None else " (warming up)") + (
+            "; the model's Δ leaves its bounds (clipped): see load_probe" if beyond else "")
+        if shrunk:
+            message += f"; guard: compensation made {', '.join(shrunk)} track worse, Δ shrunk there"
+        return level, message
 
     def _vector(self, values: np.ndarray | list[float], what: str) -> np.ndarray:
         array = np.asarray(values, dtype=np.float64)

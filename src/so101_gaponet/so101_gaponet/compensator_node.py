@@ -34,7 +34,6 @@ from std_srvs.srv import SetBool, Trigger
 from trajectory_msgs.msg import JointTrajectory
 
 from so101_common import topics
-from so101_common.diagnostics import Level
 from so101_common.joints import JointSpecError, reorder
 from so101_gaponet.chunks import ActionChunk
 from so101_gaponet.compensator import Compensator, CompensatorConfig, CompensatorError, GuardSettings
@@ -45,6 +44,7 @@ from so101_gaponet.step_clock import StepClock
 from so101_ros.diagnostics import diagnostic_array, diagnostic_status
 from so101_ros.node_params import declare_parameters
 from so101_ros.node_runner import run_node
+from so101_ros.stamps import seconds, stamp_or
 
 __all__ = ["CompensatorNode", "NODE_NAME", "main"]
 
@@ -91,20 +91,15 @@ class CompensatorNode(Node):
     def _now(self) -> float:
         return self.get_clock().now().nanoseconds * 1e-9
 
-    def _stamp(self, header: Any) -> float:
-        """A message's stamp in seconds; no stamp, or one ahead of this node's clock (another machine's): now."""
-        now = self._now()
-        if not header.stamp.sec and not header.stamp.nanosec:
-            return now
-        return min(header.stamp.sec + header.stamp.nanosec * 1e-9, now)
-
     def _on_state(self, msg: JointState) -> None:
         try:
             position = reorder(msg.name, msg.position, self.joints)
             velocity = reorder(msg.name, msg.velocity, self.joints) if len(msg.velocity) == len(msg.name) else None
             effort = reorder(msg.name, msg.effort, self.joints) if len(msg.effort) == len(msg.name) else None
-            # stamped when the servos sampled it (the driver): the core places its history rows by it
-            self.core.update_measured(position, velocity, self._stamp(msg.header), effort)
+            # stamped when the servos sampled it (the driver): the core places its history rows by it; no stamp, or one
+            # ahead of this node's clock (another machine's), is now
+            now = self._now()
+            self.core.update_measured(position, velocity, min(stamp_or(msg.header.stamp, now), now), effort)
         except (JointSpecError, CompensatorError) as err:
             self.get_logger().warning(f"ignored joint state: {err}", throttle_duration_sec=5.0)
 
@@ -115,11 +110,9 @@ class CompensatorNode(Node):
             self.get_logger().warning(f"ignored goal on {topics.JOINT_COMMAND}: {err}", throttle_duration_sec=5.0)
 
     def _on_chunk(self, msg: JointTrajectory) -> None:
-        start = msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9 if msg.header.stamp.sec or msg.header.stamp.nanosec \
-            else self._now()
         try:
             self._chunk = ActionChunk.from_points(
-                start, [p.time_from_start.sec + p.time_from_start.nanosec * 1e-9 for p in msg.points], msg.joint_names,
+                stamp_or(msg.header.stamp, self._now()), [seconds(p.time_from_start) for p in msg.points], msg.joint_names,
                 [list(p.positions) for p in msg.points], self.joints)
         except ValueError as err:
             self.get_logger().warning(f"ignored action chunk: {err}", throttle_duration_sec=5.0)
@@ -185,14 +178,7 @@ class CompensatorNode(Node):
 
     def _publish_diagnostics(self) -> None:
         info = self.core.status()
-        probe = self.core.model.probe if self.core.model is not None else None
-        beyond = probe is not None and not probe.within_bounds
-        shrunk = [j for j, scale in zip(self.joints, info.get("guard_scale", ()), strict=False) if scale < 1.0]
-        level = Level.WARN if info["faults"] or beyond or shrunk else Level.OK
-        message = info["mode"] + ("" if info["warm"] or self.core.model is None else " (warming up)") + (
-            "; the model's Δ leaves its bounds (clipped): see load_probe" if beyond else "")
-        if shrunk:
-            message += f"; guard: compensation made {', '.join(shrunk)} track worse, Δ shrunk there"
+        level, message = self.core.health(info)
         info["action_chunk"] = "none" if self._chunk is None else f"{len(self._chunk.time)} points"
         self._diag.publish(diagnostic_array(self, diagnostic_status(
             level, f"{self.get_name()}: GapONet compensator", message, "so101", info)))

@@ -31,6 +31,7 @@ from so101_gaponet.metadata import ModelFileError
 from so101_ros.diagnostics import diagnostic_array, diagnostic_status
 from so101_ros.node_params import declare_parameters
 from so101_ros.node_runner import run_node
+from so101_ros.stamps import seconds, stamp_or
 from so101_sim2real.replay.mujoco_backend import MujocoSim, MujocoSimConfig
 from so101_sim2real.sim_delta.filter import LiveSimDeltaFilter
 from so101_sim2real.twin import GapSample, GapTwin, TwinConfig, TwinError
@@ -40,10 +41,6 @@ from so101_sim2real.twin_parameters import TwinParameters
 __all__ = ["TwinNode", "main", "QUEUE_DEPTH"]
 
 QUEUE_DEPTH = 1000  # messages per input topic: 10 s of joint states at 100 Hz, 20 s of commands at 50 Hz
-
-
-def _seconds(stamp: TimeMsg) -> float:
-    return stamp.sec + stamp.nanosec * 1e-9
 
 
 class TwinNode(Node):
@@ -85,7 +82,7 @@ class TwinNode(Node):
 
     def _stamp(self, stamp: TimeMsg) -> float:
         """A message's header stamp (s), or now where the sender left it zero."""
-        return _seconds(stamp) if stamp.sec or stamp.nanosec else self.get_clock().now().nanoseconds * 1e-9
+        return stamp_or(stamp, self.get_clock().now().nanoseconds * 1e-9)
 
     def _on_command(self, msg: JointState) -> None:
         try:
@@ -111,7 +108,7 @@ class TwinNode(Node):
         assert self.delta is not None
         try:
             self.delta.chunk = ActionChunk.from_points(
-                self._stamp(msg.header.stamp), [_seconds(p.time_from_start) for p in msg.points], msg.joint_names,
+                self._stamp(msg.header.stamp), [seconds(p.time_from_start) for p in msg.points], msg.joint_names,
                 [list(p.positions) for p in msg.points], JOINT_NAMES)
         except ValueError as err:
             self.get_logger().warning(f"ignored action chunk: {err}", throttle_duration_sec=5.0)

@@ -41,6 +41,7 @@ from so101_common import topics
 from so101_common.bench import BenchResult
 from so101_common.joints import JOINT_NAMES
 from so101_common.waiting import wait_for
+from so101_ros.stamps import seconds
 
 __all__ = ["benchmarks", "FLOODS"]
 
@@ -73,7 +74,7 @@ class _Probe:
         self._thread.start()
 
     def _on_state(self, msg: JointState) -> None:
-        stamp = msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9
+        stamp = seconds(msg.header.stamp)
         with self._lock:
             self._stamps.append(stamp)
             if all(math.isfinite(p) for p in msg.position) and len(msg.position) == len(JOINT_NAMES):

@@ -43,7 +43,7 @@ from so101_common.servo_faults import format_fault
 from so101_common.waiting import wait_for
 from so101_gaponet.compensator_node import NODE_NAME as COMPENSATOR
 from so101_gaponet.compensator_node import CompensatorNode
-from so101_gaponet.model_file import read_metadata
+from so101_gaponet.model_file import load_model
 from so101_policy.motion_player_node import MotionPlayerNode
 from so101_policy.motions import load_motion, sample
 from so101_recorder.recorder_node import RecorderNode
@@ -71,7 +71,7 @@ def run_session(label: str, opts: GraphOptions, motions: Sequence[MotionSpec], p
     # the compensator's model file
     loaded = {spec.name: load_motion(spec.source, duration=spec.seconds) for spec in motions}
     if opts.compensation and opts.gaponet_model:
-        read_metadata(opts.gaponet_model)
+        load_model(opts.gaponet_model)
     bag_root = Path(opts.bag_root)
     profile = opts.gap_profile or "default"
     arm_text = f"virtual SO-101 (profile {profile})" if virtual else f"SO-101 on {opts.port}"

@@ -21,6 +21,7 @@ from so101_apps.web_view import Status, WebView, WebViewConfig
 from so101_common import topics
 from so101_ros.node_params import declare_parameters
 from so101_ros.node_runner import run_node
+from so101_ros.stamps import stamp_or
 
 __all__ = ["WebViewNode", "main"]
 
@@ -43,8 +44,7 @@ class WebViewNode(Node):
         self.get_logger().info(f"web view: open {self.url}")
 
     def _stamp(self, msg: Any) -> float:
-        stamp = msg.header.stamp
-        return stamp.sec + stamp.nanosec * 1e-9 if stamp.sec or stamp.nanosec else self.get_clock().now().nanoseconds * 1e-9
+        return stamp_or(msg.header.stamp, self.get_clock().now().nanoseconds * 1e-9)
 
     def _on_arm(self, kind: str, msg: JointState) -> None:
         self.view.on_joint_states(kind, self._stamp(msg), list(msg.name), list(msg.position))

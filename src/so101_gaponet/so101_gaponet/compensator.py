@@ -35,7 +35,7 @@ from typing import Any, cast
 import numpy as np
 
 from so101_common.diagnostics import Level
-from so101_common.joints import OVERLOAD_PROTECTION_S
+from so101_common.joints import LEROBOT_STEPS_PER_TURN, OVERLOAD_PROTECTION_S
 from so101_common.joints import joint as joint_spec
 from so101_gaponet.bounds import (
     COMPENSATOR_MAX_DELTA,
@@ -66,6 +66,12 @@ SERVO_LOAD_HOLD_S = OVERLOAD_PROTECTION_S / 2
 # Steps a history row may wait for a sample taken at or after its instant; a row older than this is written with
 # the newest sample (the driver stalled, or its clock is not this one's): 160 ms at 50 Hz, beyond any bus round trip.
 MAX_UNCOVERED_STEPS = 8
+# Half an encoder step in the driver's units (LeRobot's mapping: 2π/4095 rad a step; the gripper's, span over its
+# calibrated range, is within 0.1 % of it on the virtual arm), plus the float rounding of that map. The driver's
+# positions are steps through the calibration's affine map, and a target need not be a step (LeRobot calibrates
+# wrist_roll over the full turn: its zero lies between two), so a servo at its goal reads up to half a step off the
+# command: an error the integral leaves alone.
+ENCODER_ROUNDING = math.pi / LEROBOT_STEPS_PER_TURN * (1.0 + 1e-6)
 
 
 def default_load_limit(name: str) -> tuple[float, float]:
@@ -579,6 +585,8 @@ class Compensator:
             current = integrals[side[j]][j]
             if feedback:
                 error = previous[j] - position[j] if fresh[j] else 0.0
+                if abs(error) <= ENCODER_ROUNDING:  # the encoder's rounding, not a gap
+                    error = 0.0
                 step = gain * error if abs(error) <= bound and scale == 1.0 else 0.0
                 if abs(loads[j]) >= load_limits[j] and current * loads[j] > 0:
                     loaded_s[j] += step_s

@@ -89,9 +89,9 @@ class ContextCompensator(nn.Module):
     def from_onnx(cls, path: str | Path) -> tuple[ContextCompensator, GapModelMetadata]:
         """The trainable module a ``context_mlp`` model file was exported from (its weights are the graph's named
         initializers), with the file's metadata: what per-arm refinement continues from."""
-        from so101_gaponet.model_file import graph_weights, read_metadata
+        from so101_gaponet.model_file import graph_weights, load_model
 
-        metadata = read_metadata(path)
+        metadata = load_model(path).metadata  # the graph loads and passes the probe, not only its metadata
         if metadata.model_kind != "context_mlp":
             raise ModelFileError(f"{path}: a {metadata.model_kind} model, not the population compensator (context_mlp)")
         weights = graph_weights(path)

@@ -104,8 +104,13 @@ def graph_weights(path: str | Path) -> dict[str, np.ndarray]:
 
 
 def read_metadata(path: str | Path) -> GapModelMetadata:
-    """The validated metadata of a model file, without building a runner."""
-    return load_model(path).metadata
+    """The validated metadata of a model file, without building a runner: the graph is neither loaded into a
+    session nor probed (:func:`load_model` does both)."""
+    path = Path(path)
+    data = _read_bytes(path)
+    if zipfile.is_zipfile(io.BytesIO(data)):
+        return _load_torchscript(path, data)[1]
+    return _onnx_metadata(path, data)[1]
 
 
 def load_model(path: str | Path, joints: Sequence[str] | None = None, rate_hz: float | None = None,

@@ -375,11 +375,12 @@ def load_start(path: str | Path) -> TrainResult:
     :class:`~so101_gaponet.metadata.ModelFileError` when the file is not such a model, or when the network
     rebuilt from it does not reproduce the file's output."""
     from so101_gaponet.export import reproduction_error
-    from so101_gaponet.model_file import graph_weights, load_model, read_metadata
+    from so101_gaponet.model_file import graph_weights, load_model
 
     if Path(path).suffix != ".onnx":
         raise ModelFileError(f"{path}: training starts only from an ONNX model file")
-    metadata = read_metadata(path)
+    model = load_model(path)
+    metadata = model.metadata
     if metadata.role != "compensator" or metadata.model_kind not in NETWORK_KINDS:
         raise ModelFileError(f"{path}: a {metadata.role} model ({metadata.model_kind}), not a per-arm compensator "
                              f"({', '.join(NETWORK_KINDS)})")
@@ -392,7 +393,7 @@ def load_start(path: str | Path) -> TrainResult:
     except (KeyError, TypeError, ValueError, RuntimeError) as err:
         raise ModelFileError(f"{path}: its graph does not hold a per-arm compensator's weights ({err})") from err
     module.eval()
-    error = reproduction_error(module, metadata, load_model(path))
+    error = reproduction_error(module, metadata, model)
     if not error <= 1e-4:
         raise ModelFileError(f"{path}: the network rebuilt from its weights does not reproduce the file "
                              f"(off by {error:.2e})")

@@ -231,6 +231,29 @@ def test_the_feedback_integrates_each_measurement_once() -> None:
     assert comp.status()["feedback_correction"] != before
 
 
+def test_a_servo_at_its_goal_between_two_encoder_steps_is_left_alone_and_one_a_step_off_is_corrected() -> None:
+    """LeRobot calibrates wrist_roll over the full turn (range 0..4095, mid 2047.5: ``rad = (raw − 2047.5)·2π/4095``),
+    so its zero lies between two steps and a servo holding 0 reads half a step off whatever it does. The integral
+    wound against that half step (1.9 mrad/s), moved the goal a step, wound back: on an arm with 80 mrad of wrist
+    play the held joint hunted ±5 mrad where it held within 2 mrad uncompensated (through ROS). An error within half
+    a step is the encoder's rounding; one beyond it is corrected."""
+    comp = Compensator(CONFIG, load_model(SHIPPED_MODEL))
+    step = 2 * np.pi / 4095
+    command = np.array([0.3, -0.6, 0.7, 0.5, 0.0, 0.6])
+    roll = JOINT_NAMES.index("wrist_roll")
+
+    def hold(raw: float, steps: int, start: int) -> float:
+        measured = command.copy()
+        measured[roll] = (raw - 2047.5) * step
+        for i in range(start, start + steps):
+            comp.update_measured(measured, np.zeros(6), stamp=i * 0.02)
+            comp.compensate(command, now=i * 0.02)
+        return comp.status()["feedback_correction"][roll]
+
+    assert hold(2048, 200, 0) == 0.0  # 4 s at the goal's step, half a step off: nothing integrated
+    assert hold(2049, 20, 200) < -0.01 * step  # a step and a half off: corrected
+
+
 def test_the_correction_does_not_wind_up_while_the_arm_travels_to_a_far_command() -> None:
     """An arm still on its way to a command further than Δ's bound (a start pose, the safety filter's ramp):
     that error is no friction or gravity offset, and integrating it wound the correction up to its bound;

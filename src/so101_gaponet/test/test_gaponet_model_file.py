@@ -13,7 +13,7 @@ import torch
 
 from so101_common.joints import JOINT_NAMES
 from so101_gaponet.metadata import METADATA_KEY, GapModelMetadata
-from so101_gaponet.model_file import ModelFileError, load_model, save_onnx, save_torchscript
+from so101_gaponet.model_file import ModelFileError, load_model, read_metadata, save_onnx, save_torchscript
 
 
 def _with_props(src: Path, dst: Path, text: str | None) -> Path:
@@ -143,6 +143,19 @@ def test_graph_shapes_that_disagree_with_the_metadata(tiny, tmp_path: Path) -> N
         ts = save_torchscript(result.module, meta, tmp_path / "h.pt")
     with pytest.raises(ModelFileError, match="fails on inputs of the declared shapes"):
         load_model(ts)
+
+
+def test_the_metadata_reads_without_the_graph_and_is_validated(tiny, tmp_path: Path) -> None:
+    """``read_metadata`` parses and validates the metadata only (no session, no probe): a file whose graph disagrees
+    with its metadata still says what it declares, where ``load_model`` refuses it; a file without metadata is
+    refused by both."""
+    result, onnx_path, _ = tiny
+    disagreeing = _with_props(onnx_path, tmp_path / "h.onnx", result.metadata.model_copy(update={"history": 5}).to_json())
+    assert read_metadata(disagreeing).history == 5
+    with pytest.raises(ModelFileError, match="input 'history' has shape"):
+        load_model(disagreeing)
+    with pytest.raises(ModelFileError, match="has no 'so101_gaponet' metadata"):
+        read_metadata(_with_props(onnx_path, tmp_path / "none.onnx", None))
 
 
 def test_onnx_export_refuses_invalid_metadata_early() -> None:

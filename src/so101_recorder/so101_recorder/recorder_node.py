@@ -34,6 +34,7 @@ from so101_recorder.topic_selection import TopicSelection, matching_qos
 from so101_ros.diagnostics import diagnostic_array, diagnostic_status, status_entries
 from so101_ros.node_params import declare_parameters
 from so101_ros.node_runner import run_node
+from so101_ros.stamps import seconds
 
 __all__ = ["DEFAULT_TOPICS", "RecorderNode", "main"]
 
@@ -113,7 +114,7 @@ class RecorderNode(Node):
             self.get_logger().error(f"/diagnostics from {msg.status[0].name if msg.status else '?'}: {err}")
             return
         if faults:
-            stamp = msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9
+            stamp = seconds(msg.header.stamp)
             try:
                 self.recorder.observe_faults(stamp, faults)
             except RecorderError as err:

@@ -8,12 +8,15 @@ import numpy as np
 import pytest
 
 from so101_common.joints import ARM_JOINT_NAMES, JOINT_NAMES
+from so101_feetech.calibration import JointMapping
+from so101_feetech.control_table import Register
 from so101_virtual.profiles import load_profile, profile_from_dict
+from so101_virtual.robot import VirtualSO101
 from so101_virtual.sysid.fit import FitConfig, FitError, fit_profile, planned_simulations, select_windows
 from so101_virtual.sysid.metrics import state_rmse, time_shift, tracking_lag, tracking_rmse
 from so101_virtual.sysid.parameters import ParameterSet, parameter
 from so101_virtual.sysid.recording import Recording, RecordingError
-from so101_virtual.sysid.simulate import simulate
+from so101_virtual.sysid.simulate import ArmPlant, simulate
 
 RATE = 50.0
 REACH = np.array([0.0, -0.8, 0.8, 0.4, 0.0, 0.3])  # arm out, away from the joint limits
@@ -157,3 +160,18 @@ def test_fit_keeps_the_timing_when_the_amplitude_cannot_be_matched():
     assert np.all(np.abs(result.initial_shift[arm]) > 1.5)  # unfitted's stiffer loop runs ahead
     assert result.fitted.arm["p_gain"] == pytest.approx(0.25, rel=0.08)
     assert np.all(np.abs(result.fitted_shift[arm]) < 0.3), result.fitted_shift
+
+
+def test_the_calibrated_plant_reads_in_the_drivers_units_as_a_virtual_follower_on_its_bus_does():
+    """The closed-loop harness's plant (``calibrated``) reports what the driver reads from a calibrated virtual
+    follower with the same mechanics (LeRobot's mapping of Present_Position): wrist_roll, calibrated over the
+    full turn, reads its zero half a step off."""
+    pose = np.array([0.2, -0.4, 0.5, 0.3, 0.0, 0.4])
+    plant = ArmPlant("ideal", pose, calibrated=True)
+    with VirtualSO101("ideal", mechanics_seed=None, initial_positions=pose) as robot:
+        mapping = JointMapping.from_calibration(robot.calibration())
+        present = np.array([robot.memory(name).get(Register.Present_Position) for name in JOINT_NAMES])
+    reported = plant.read(0.0)
+    np.testing.assert_allclose(reported, mapping.to_rad(present), rtol=0, atol=1e-12)
+    assert abs(reported[JOINT_NAMES.index("wrist_roll")]) == pytest.approx(0.5 * 2 * np.pi / 4095)
+    np.testing.assert_allclose(ArmPlant("ideal", pose).read(0.0), pose, rtol=0, atol=np.pi / 4096)  # ideal units

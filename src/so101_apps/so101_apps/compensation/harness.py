@@ -138,10 +138,11 @@ def closed_loop(profile: GapProfile | str, motion: JointTrajectory, model: GapMo
     (stamped when the servos sampled them): on a slow bus a sample arrives a round trip after it was taken, and
     that lag is the compensator's to live with, not a gap of the arm. With ``model`` (or a ready
     ``compensator``) the compensator core sits in the loop and reads the motion's upcoming commands; without, the
-    commands go straight to the arm. A servo protection that trips raises :class:`ServoFault`.
+    commands go straight to the arm. A servo protection that trips raises :class:`ServoFault`. Positions and goals
+    are in the driver's units (the arm's LeRobot calibration: ``wrist_roll``'s zero lies between two encoder steps).
     """
     loaded = load_profile(profile)
-    plant = ArmPlant(loaded, motion.position[0])
+    plant = ArmPlant(loaded, motion.position[0], calibrated=True)
     bus = DriverBus(loaded, seed)
     count = len(motion.time)
     delivered = np.zeros((count, len(JOINTS)))

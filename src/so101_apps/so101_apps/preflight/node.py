@@ -26,6 +26,7 @@ from so101_apps.preflight.motion_plan import Plan, Recording
 from so101_common import topics
 from so101_common.joints import JOINT_NAMES
 from so101_common.waiting import wait_for
+from so101_ros.stamps import seconds
 
 __all__ = ["PreflightNode", "SAFETY_FILTER", "DRIVER"]
 
@@ -70,7 +71,7 @@ class PreflightNode(Node):
                 self._recording.add(now - self._recording_start, position, velocity, effort)
 
     def _on_output(self, msg: JointState) -> None:
-        stamp = msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
+        stamp = seconds(msg.header.stamp)
         with self._lock:
             self.trace.outputs.append((time.monotonic(), stamp, _ordered(msg.name, msg.position)))
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 import numpy as np
 
 from so101_common.joints import JOINTS
-from so101_feetech.calibration import LOAD_FULL_SCALE
-from so101_feetech.control_table import LEROBOT_GRIPPER_SETTINGS, LEROBOT_SERVO_SETTINGS, Register
+from so101_feetech.calibration import LOAD_FULL_SCALE, JointMapping
+from so101_feetech.control_table import LEROBOT_GRIPPER_SETTINGS, LEROBOT_SERVO_SETTINGS, Register, encode_register
 from so101_virtual.physics import STEPS_PER_RAD, ArmPhysics, JointMechanics
 from so101_virtual.profiles import GapProfile, load_profile
 from so101_virtual.servo_memory import ServoMemory
@@ -59,16 +59,31 @@ class ArmPlant:
     start), read every servo's ``Present_Position`` (rad), then write the new goal — the order of a
     LeRobot loop that reads the state right after sending the previous command. ``simulate`` is this
     loop over a recording; closed-loop evaluations call it with a controller in between.
+
+    Units: by default every joint's zero is encoder step 2048 and a step is 2π/4096 rad. ``calibrated``: the
+    servos hold the LeRobot calibration of their mechanics (as a calibrated virtual follower does) and positions
+    and goals go through the driver's unit mapping of it, so the radians are the driver's: a step is 2π/4095 rad,
+    ``wrist_roll`` (calibrated over the full turn) has its zero between two steps, the gripper its own scale.
     """
 
-    def __init__(self, profile: GapProfile | str, initial_positions: np.ndarray, hand_stiffness: float | None = None) -> None:
+    def __init__(self, profile: GapProfile | str, initial_positions: np.ndarray, hand_stiffness: float | None = None,
+                 calibrated: bool = False) -> None:
         """``hand_stiffness`` (N·m/rad): a hand holds every joint where it starts (:class:`ArmPhysics`' hand), e.g. an
         object between the gripper's fingers that stops them closing."""
         self.profile = load_profile(profile)
         self._servos = lerobot_servos()
+        mechanics = [JointMechanics() for _ in JOINTS]
+        self._mapping: JointMapping | None = None
+        if calibrated:
+            from so101_virtual.robot import calibration_for
+
+            calibration = calibration_for(mechanics)
+            for memory, cal in zip(self._servos, calibration.values(), strict=True):
+                memory.write(Register.Homing_Offset.address, encode_register(Register.Homing_Offset, cal.homing_offset))
+            self._mapping = JointMapping.from_calibration(calibration)
         start = np.asarray(initial_positions, dtype=np.float64)
         # One I/O batch per frame: goals change only when a command is written, between step calls.
-        self._physics = ArmPhysics(self.profile, self._servos, [JointMechanics() for _ in JOINTS], initial_positions=start,
+        self._physics = ArmPhysics(self.profile, self._servos, mechanics, initial_positions=start,
                                    io_period=1.0, hand=hand_stiffness is not None, hand_stiffness=hand_stiffness or 0.0)
         if hand_stiffness is not None:
             self._physics.set_hand(start)
@@ -89,7 +104,8 @@ class ArmPlant:
         if due > self._done:
             self._physics.step_ticks(due - self._done)
             self._done = due
-        return np.array([(memory.get(Register.Present_Position) - _ZERO) / STEPS_PER_RAD for memory in self._servos])
+        present = np.array([memory.get(Register.Present_Position) for memory in self._servos])
+        return (present - _ZERO) / STEPS_PER_RAD if self._mapping is None else self._mapping.to_rad(present)
 
     def efforts(self) -> np.ndarray:
         """Efforts (J,) N·m as the driver publishes them: Present_Load (0.1 % of full torque, signed) × max effort."""
@@ -97,7 +113,13 @@ class ArmPlant:
                          for memory, spec in zip(self._servos, JOINTS, strict=True)])
 
     def send(self, command: np.ndarray) -> None:
-        """Write ``command`` (J,) rad as every servo's goal (clipped to the encoder's range)."""
+        """Write ``command`` (J,) rad as every servo's goal (clipped to the encoder's range; calibrated: to the
+        joint's calibrated range, as the driver clamps it)."""
+        if self._mapping is not None:
+            goals = self._mapping.clamp_raw(self._mapping.to_raw(np.asarray(command)))
+            for memory, raw in zip(self._servos, goals.tolist(), strict=True):
+                memory.set(Register.Goal_Position, raw)
+            return
         for memory, goal in zip(self._servos, command, strict=True):
             memory.set(Register.Goal_Position, _raw(goal))
 

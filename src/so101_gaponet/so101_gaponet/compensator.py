@@ -547,6 +547,10 @@ class Compensator:
         15–25 Hz for seconds) re-integrating each stale error multiplied the loop's gain and it swung to Δ's
         bound (0.1–0.18 rad tracking error on shoulder_pan).
 
+        An error within half an encoder step (``ENCODER_ROUNDING``) is the encoder's rounding of a servo at its goal,
+        not a gap, and is not integrated (measured: a held wrist roll whose target lay between two steps hunted ±5 mrad
+        on an arm with 80 mrad of play, the integral winding against the half step and back).
+
         Conditional integration: an error beyond Δ's bound (the arm still travelling to a far command, held
         back by the safety filter's bounds) is no friction or gravity offset; integrated, it winds the
         correction up to its bound and the arm overshoots by as much when it arrives. Anti-windup: the

@@ -57,7 +57,7 @@ from so101_virtual.profiles import GapProfile, load_profile
 from so101_virtual.pty_link import PtyLink
 from so101_virtual.servo_memory import ServoMemory
 
-__all__ = ["VirtualSO101", "ROLES", "mechanics_for", "calibration_for", "write_calibration_files"]
+__all__ = ["VirtualSO101", "ROLES", "mechanics_for", "calibration_for", "store_calibration", "write_calibration_files"]
 
 log = logging.getLogger(__name__)
 
@@ -109,6 +109,16 @@ def calibration_for(mechanics: Sequence[JointMechanics]) -> dict[str, MotorCalib
     return cals
 
 
+def store_calibration(memories: Sequence[ServoMemory], calibration: dict[str, MotorCalibration]) -> None:
+    """Write ``calibration`` (in joint order) into the servos as LeRobot's calibration does: Homing_Offset and the
+    position limits, written as the host does (Lock is 0 at power-up), so the EEPROM image keeps them."""
+    for memory, cal in zip(memories, calibration.values(), strict=True):
+        for register, value in ((Register.Homing_Offset, cal.homing_offset),
+                                (Register.Min_Position_Limit, cal.range_min),
+                                (Register.Max_Position_Limit, cal.range_max)):
+            memory.write(register.address, encode_register(register, value))
+
+
 class VirtualSO101:
     """A simulated SO-101 on a (pseudo-)serial bus. Context manager: :meth:`close` stops everything."""
 
@@ -143,12 +153,8 @@ class VirtualSO101:
         self._calibration = calibration_for(self.mechanics)
         self.faults = faults if faults is not None else FaultInjector(seed=self.profile.seed)
         self.memories: list[ServoMemory] = [ServoMemory(spec.servo_id) for spec in JOINTS]
-        if calibrated:  # written as the host does (Lock is 0 at power-up), so the EEPROM image keeps it
-            for memory, cal in zip(self.memories, self._calibration.values(), strict=True):
-                for register, value in ((Register.Homing_Offset, cal.homing_offset),
-                                        (Register.Min_Position_Limit, cal.range_min),
-                                        (Register.Max_Position_Limit, cal.range_max)):
-                    memory.write(register.address, encode_register(register, value))
+        if calibrated:
+            store_calibration(self.memories, self._calibration)
         self.motion: Motion | None = None
         if role == "leader":
             self.motion = _as_motion(motion, loop_motion)

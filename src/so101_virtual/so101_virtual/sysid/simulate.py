@@ -16,7 +16,7 @@ import numpy as np
 
 from so101_common.joints import JOINTS
 from so101_feetech.calibration import LOAD_FULL_SCALE, JointMapping
-from so101_feetech.control_table import LEROBOT_GRIPPER_SETTINGS, LEROBOT_SERVO_SETTINGS, Register, encode_register
+from so101_feetech.control_table import LEROBOT_GRIPPER_SETTINGS, LEROBOT_SERVO_SETTINGS, Register
 from so101_virtual.physics import STEPS_PER_RAD, ArmPhysics, JointMechanics
 from so101_virtual.profiles import GapProfile, load_profile
 from so101_virtual.servo_memory import ServoMemory
@@ -75,11 +75,10 @@ class ArmPlant:
         mechanics = [JointMechanics() for _ in JOINTS]
         self._mapping: JointMapping | None = None
         if calibrated:
-            from so101_virtual.robot import calibration_for
+            from so101_virtual.robot import calibration_for, store_calibration
 
             calibration = calibration_for(mechanics)
-            for memory, cal in zip(self._servos, calibration.values(), strict=True):
-                memory.write(Register.Homing_Offset.address, encode_register(Register.Homing_Offset, cal.homing_offset))
+            store_calibration(self._servos, calibration)
             self._mapping = JointMapping.from_calibration(calibration)
         start = np.asarray(initial_positions, dtype=np.float64)
         # One I/O batch per frame: goals change only when a command is written, between step calls.

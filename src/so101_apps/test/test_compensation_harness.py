@@ -149,3 +149,24 @@ def test_the_guard_leaves_no_joint_worse_than_uncompensated_under_a_wrong_model(
     status = guarded_core.status()
     assert status["guard_events"] >= len(harmed) and all(status["guard_scale"][j] < 1.0 for j in harmed), status
     assert "Δ scaled to" in status["guard_last_event"]
+
+
+def test_a_long_periodic_motion_does_not_wind_the_two_directions_corrections_apart() -> None:
+    """A minute of the same sine on every joint (0.15 rad, 4 s a period, as SAGE's coupled_joints) on the arm the
+    shipped model was trained for: the compensated arm stays at least twice as close to the MuJoCo replay as the arm
+    without compensation through the last 20 s (measured: 0.05–0.17 of its error). While both sides of the integral
+    learnt a reversal's overshoot, they ratcheted apart by a few mrad a reversal, and the last 20 s were 0.77–0.99 of
+    the error without compensation on shoulder_lift, wrist_flex, wrist_roll and the gripper."""
+    time = np.arange(0.0, 60.0, 1.0 / RATE_HZ)
+    centre = np.array([0.0, 0.0, 0.5, 0.0, 0.0, 0.5])
+    phase = 2.0 * np.pi * time[:, None] / 4.0 + np.array([0.0, 1.0, 2.0, 3.0, 4.0, 5.0]) * np.pi / 3.0
+    motion = JointTrajectory(time, centre + 0.15 * np.sin(phase), names=JOINT_NAMES)
+    sim = reference(motion)
+    plain = closed_loop("default", motion).measured
+    compensated = closed_loop("default", motion, load_model(SHIPPED)).measured
+    last = slice(-20 * int(RATE_HZ), None)
+
+    def rmse(positions: np.ndarray) -> np.ndarray:
+        return np.sqrt(np.mean((positions[last] - sim[last]) ** 2, axis=0))
+
+    assert np.all(rmse(compensated) <= 0.5 * rmse(plain)), (np.round(rmse(compensated), 4), np.round(rmse(plain), 4))

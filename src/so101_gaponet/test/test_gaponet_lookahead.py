@@ -151,3 +151,48 @@ def test_a_new_episode_starts_with_one_correction_for_both_directions(tiny, new_
         comp.new_episode()
     # the episode starts falling, the arm 0.01 above the previous command
     assert _step(comp, k + 30, np.full(6, 0.11), np.full(6, 0.09)).delta[0] == pytest.approx(falling)
+
+
+def _run_with_speed(comp: Compensator, k: int, reference: np.ndarray, measured: np.ndarray) -> list[float]:
+    """Δ per step on joint 0, the arm's velocity measured from its positions (as the servos report it)."""
+    deltas = []
+    for i, (c, q) in enumerate(zip(reference, measured, strict=True)):
+        velocity = np.full(6, (q - (measured[i - 1] if i else q)) / 0.02)
+        comp.update_measured(np.full(6, q), velocity, stamp=(k + i) * 0.02)
+        deltas.append(comp.compensate(np.full(6, c), now=(k + i) * 0.02).delta[0])
+    return deltas
+
+
+def test_an_overshoot_after_a_reversal_is_learnt_by_the_side_in_force_alone(tiny) -> None:
+    """The reference rises 10 steps (the arm 0.01 behind) and holds 20 (the arm stuck 0.01 short): the rising side
+    ends the hold at 0.030, the falling side at 0.011. It falls, and the arm overshoots at once: 0.02 below the
+    previous command, moving down, for 5 steps, then follows. That is the falling side's jump, not an offset common to
+    both directions: the falling side learns it alone (+0.010), and when the reference rises again the rising side's
+    correction is back as it was (0.030; both sides learning it: 0.040)."""
+    model = RecordingModel(tiny[0].metadata, 1, feedback_gain=0.1, direction_play=0.003)
+    comp = Compensator(CompensatorConfig(joints=JOINT_NAMES), model)
+    k = _warm(comp, model, np.zeros(6))
+    rise, fall = np.arange(1, 11) * 0.01, np.arange(9, -1, -1) * 0.01
+    reference = np.concatenate([rise, np.full(20, 0.1), fall, [0.01]])
+    previous = np.concatenate([[0.0], reference[:-1]])
+    offset = np.concatenate([np.full(30, -0.01), np.full(5, -0.02), np.zeros(6)])  # behind, short, past the fall
+    deltas = _run_with_speed(comp, k, reference, previous + offset)
+    assert deltas[29] == pytest.approx(0.030)  # the rising side at the end of the hold
+    assert deltas[39] == pytest.approx(0.021)  # the falling side and the overshoot it learnt
+    assert deltas[40] == pytest.approx(0.030)  # the rising side again, untouched by the falling side's overshoot
+
+
+def test_the_rising_side_s_correction_never_falls_below_the_falling_side_s(tiny) -> None:
+    """Dry friction and backlash pull against the motion, so the rising side pushes up at least as much as the falling
+    side. The reference rises 10 steps (the arm 0.01 behind: both sides 0.010) and holds 20 with the arm 0.01 past it
+    (the rising side learns −0.020 alone, to −0.010): the falling side follows it down, and the fall starts from
+    −0.010, not from the 0.010 that would push against the motion."""
+    model = RecordingModel(tiny[0].metadata, 1, feedback_gain=0.1, direction_play=0.003)
+    comp = Compensator(CompensatorConfig(joints=JOINT_NAMES), model)
+    k = _warm(comp, model, np.zeros(6))
+    reference = np.concatenate([np.arange(1, 11) * 0.01, np.full(20, 0.1), [0.09]])
+    previous = np.concatenate([[0.0], reference[:-1]])
+    offset = np.concatenate([np.full(10, -0.01), np.full(20, 0.01), [0.0]])
+    deltas = _run_with_speed(comp, k, reference, previous + offset)
+    assert deltas[29] == pytest.approx(-0.010)
+    assert deltas[30] == pytest.approx(-0.010)  # the falling side's first step, the arm on the reference

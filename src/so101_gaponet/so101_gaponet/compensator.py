@@ -556,8 +556,8 @@ class Compensator:
         against 52 mrad). So an overshoot after a reversal (the arm past the reference the new way and moving that way,
         until it is behind the reference again or at the next turning point: :meth:`_overshoots`) is learnt by the side
         in force alone, and the split never pushes against the motion: the rising side's correction is at least the
-        falling side's (dry friction and backlash pull against the motion; a split the other way swung a soft-gain
-        arm's pan further at each reversal, 37 → 55 mrad). An arm still ahead of the reference when it turns again,
+        falling side's (dry friction and backlash pull against the motion; a split the other way swung `weak_gains`'
+        pan further at each reversal: 55 mrad from the replay in coupled_joints' last third, 37 without compensation). An arm still ahead of the reference when it turns again,
         but not moving that way (a multisine's quick reversals), is lag, and both sides learn it.
 
         Each measurement counts once: a joint not measured since the previous step keeps its correction

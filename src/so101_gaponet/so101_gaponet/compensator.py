@@ -557,8 +557,9 @@ class Compensator:
         until it is behind the reference again or at the next turning point: :meth:`_overshoots`) is learnt by the side
         in force alone, and the split never pushes against the motion: the rising side's correction is at least the
         falling side's (dry friction and backlash pull against the motion; a split the other way swung `weak_gains`'
-        pan further at each reversal: 55 mrad from the replay in coupled_joints' last third, 37 without compensation). An arm still ahead of the reference when it turns again,
-        but not moving that way (a multisine's quick reversals), is lag, and both sides learn it.
+        pan further at each reversal: 55 mrad from the replay in coupled_joints' last third, 37 without
+        compensation). An arm still ahead of the reference when it turns again, but not moving that way (a
+        multisine's quick reversals), is lag, and both sides learn it.
 
         Each measurement counts once: a joint not measured since the previous step keeps its correction
         rather than adding the same, stale, error again. Joint states come at twice the model's rate, so
@@ -748,7 +749,6 @@ class Compensator:
         self._play = [None] * joints
         self._side = [0] * joints
         self._slow = [False] * joints
-        self._reversal = [SETTLED] * joints
 
     def _clear_integrals(self) -> None:
         for row in self._integrals:

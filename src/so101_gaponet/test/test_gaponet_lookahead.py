@@ -35,8 +35,9 @@ class RecordingModel(GapModel):
         return np.zeros((1, self.metadata.num_joints), dtype=np.float32)
 
 
-def _step(comp: Compensator, k: int, measured: np.ndarray, command: np.ndarray, upcoming: np.ndarray | None = None):
-    comp.update_measured(measured, np.zeros(6), stamp=k * 0.02)
+def _step(comp: Compensator, k: int, measured: np.ndarray, command: np.ndarray, upcoming: np.ndarray | None = None,
+          velocity: np.ndarray | None = None):
+    comp.update_measured(measured, np.zeros(6) if velocity is None else velocity, stamp=k * 0.02)
     return comp.compensate(command, now=k * 0.02, upcoming=upcoming)
 
 
@@ -155,12 +156,9 @@ def test_a_new_episode_starts_with_one_correction_for_both_directions(tiny, new_
 
 def _run_with_speed(comp: Compensator, k: int, reference: np.ndarray, measured: np.ndarray) -> list[float]:
     """Δ per step on joint 0, the arm's velocity measured from its positions (as the servos report it)."""
-    deltas = []
-    for i, (c, q) in enumerate(zip(reference, measured, strict=True)):
-        velocity = np.full(6, (q - (measured[i - 1] if i else q)) / 0.02)
-        comp.update_measured(np.full(6, q), velocity, stamp=(k + i) * 0.02)
-        deltas.append(comp.compensate(np.full(6, c), now=(k + i) * 0.02).delta[0])
-    return deltas
+    speed = np.diff(measured, prepend=measured[0]) / 0.02
+    return [_step(comp, k + i, np.full(6, q), np.full(6, c), velocity=np.full(6, v)).delta[0]
+            for i, (c, q, v) in enumerate(zip(reference, measured, speed, strict=True))]
 
 
 def test_an_overshoot_after_a_reversal_is_learnt_by_the_side_in_force_alone(tiny) -> None:

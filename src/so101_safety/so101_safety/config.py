@@ -89,6 +89,11 @@ class SafetyConfig(StrictModel):
                                  "grows by this times the faster of the output's and the arm's speed")
     limp_load: Number = Field(0.02, ge=0, le=1, description="fraction of max effort below which a joint's servo counts "
                               "as limp (torque off: it reports no load): its leash is then limp_tolerance, no lag; 0 = off")
+    limp_hold: Number = Field(
+        0.2, ge=0, description="s a servo must go on reporting no load (below limp_load) to count as limp: with torque "
+        "on it reports none at rest in its dead band and while a new goal is on its way to it (a bus round trip; on a "
+        "14 ms adapter the outputs left the arm by more than limp_tolerance for up to 85 ms before the load showed), "
+        "so a shorter run of no load is a servo that has not heard yet, not a limp one; 0 = at the first reading")
     limp_tolerance: Number = Field(0.05, ge=0, description="rad: the leash of a limp joint, what torque coming back on "
                                    "may move it by")
     rate_hz: Number = Field(100.0, gt=0, description="timer rate (Hz): the hold, the e-stop and an output still "

@@ -15,7 +15,8 @@ Guarantees, whatever the inputs (see the package README for the exact statement)
 4. relative to the arm (its *leash*): every output of a joint with a fresh measured position ``m`` lies
    within ``reseed_tolerance + tracking_lag·s`` of the clipped ``m``, ``s`` the faster of the previous
    output's speed and the measured one (up to ``max_velocity``: a following arm lags by that much), or
-   within ``limp_tolerance`` of it when the servo reported no load with that position (torque off).
+   within ``limp_tolerance`` of it when the servo reported no load with that position and in every reading
+   of the ``limp_hold`` before it (torque off).
    Where the bounded step of 3 would leave the leash (the arm fell, was pushed, is blocked or cannot
    carry its load), the output *restarts* at its edge, at rest, and ramps from there; a hold or the
    e-stop then holds the measured position. Against a blocked arm the output never comes closer than
@@ -139,9 +140,11 @@ class SafetyFilter:
         self._measured = [_NAN] * n
         self._measured_time = [-math.inf] * n
         self._measured_speed = [0.0] * n  # rad/s, from the same joint state as the position (0 when it has none)
-        # |effort| as a fraction of max effort and its stamp, per joint (the gripper's load; a limp servo's 0)
+        # |effort| as a fraction of max effort and its stamp, per joint (the gripper's load; a limp servo's 0), and
+        # the stamp of the first reading of the joint's current run of readings below limp_load (inf: not in one)
         self._load = [_NAN] * n
         self._load_time = [-math.inf] * n
+        self._unloaded_since = [math.inf] * n
         # command state
         self._target = [_NAN] * n  # clipped targets; NaN = take the measured position
         self._clipped = [False] * n
@@ -390,10 +393,12 @@ class SafetyFilter:
         """How far joint ``i``'s output may lie from its measured position: ``reseed_tolerance`` plus the lag
         of an arm that follows (``tracking_lag`` × the faster of the output's speed, which the arm responds
         to late, and the arm's measured speed, which outlasts a stopping output; up to ``max_velocity``); a
-        limp joint (its servo reported no load with that position: torque off) follows nothing:
-        ``limp_tolerance``."""
+        limp joint (its servo reported no load with that position and for ``limp_hold`` before it: torque off)
+        follows nothing: ``limp_tolerance``. A shorter run of no load is a servo with torque on that has not yet
+        heard the outputs (at rest in its dead band, its new goal still on the bus): read as limp, each reversal
+        on a slow bus restarted the output at rest 0.05 rad from the arm and the arm stuttered behind it."""
         config = self.config
-        if self._load_time[i] == self._measured_time[i] and self._load[i] < config.limp_load:
+        if self._load_time[i] == self._measured_time[i] and self._load_time[i] - self._unloaded_since[i] >= config.limp_hold:
             return config.limp_tolerance
         speed = min(max(abs(self._measured_speed[i]), abs(self._v[i])), self._limits[i].max_velocity)
         return config.reseed_tolerance + config.tracking_lag * speed
@@ -581,7 +586,13 @@ class SafetyFilter:
             if efforts:
                 effort = _as_float(efforts[k])
                 if math.isfinite(effort):
-                    self._load[i], self._load_time[i] = abs(effort) / self._limits[i].max_effort, t
+                    load = abs(effort) / self._limits[i].max_effort
+                    unloaded = load < self.config.limp_load
+                    if not unloaded:
+                        self._unloaded_since[i] = math.inf
+                    elif not self._load[i] < self.config.limp_load:  # (NaN: no reading before)
+                        self._unloaded_since[i] = t
+                    self._load[i], self._load_time[i] = load, t
         if not used:
             return Verdict.reject(RejectReason.UNKNOWN_JOINT if not any(n in self._index for n in names)
                                   else RejectReason.NON_FINITE, "no usable joint position in the measured state")

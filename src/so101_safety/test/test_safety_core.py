@@ -438,20 +438,46 @@ def test_torque_off_in_a_hold_then_on_never_sends_the_arm_back_to_the_stale_hold
     run(f, 0.0, 0.5, command=(["shoulder_lift"], [0.01]), measured=FOLLOW)
     held = run(f, 0.5, 0.5, measured=FOLLOW)
     assert held[-1].holding and held[-1].positions[1] == pytest.approx(0.01)
-    tolerance, lift = f.config.limp_tolerance, f.config.limits[1]
+    config, lift = f.config, f.config.limits[1]
     arm = list(held[-1].positions)
     outputs = []
     for k in range(1, 101):  # torque off (no load): the shoulder falls to 1.749 rad in 0.5 s, then lies there
         t = 1.0 + k * DT
         arm[1] = min(1.749, 0.01 + 7.0 * (k * DT) ** 2)
-        f.on_measured(JOINT_NAMES, arm, [0.0, 14.0 * k * DT if arm[1] < 1.749 else 0.0, 0, 0, 0, 0], [0.0] * 6, t)
+        speed = 14.0 * k * DT if arm[1] < 1.749 else 0.0
+        f.on_measured(JOINT_NAMES, arm, [0.0, speed, 0, 0, 0, 0], [0.0] * 6, t)
         outputs.append(f.step(t))
-        assert abs(outputs[-1].positions[1] - lift.clip(arm[1])) <= tolerance + 1e-9  # never further from it
+        # no load since the first reading: limp from limp_hold on, never further from it; before, the leash of an
+        # arm that follows
+        limp = t - (1.0 + DT) >= config.limp_hold
+        leash = config.limp_tolerance if limp else config.reseed_tolerance + config.tracking_lag * speed
+        assert abs(outputs[-1].positions[1] - lift.clip(arm[1])) <= leash + 1e-9
     assert outputs[-1].holding and outputs[-1].targets[1] == outputs[-1].positions[1]
     # torque on (load again): the arm holds where it lies; the output is already there and stays
     after = run(f, 2.0, 1.0, measured=FOLLOW)
-    assert all(abs(c.positions[1] - lift.clip(1.749)) <= tolerance + 1e-9 for c in after)
+    assert all(abs(c.positions[1] - lift.clip(1.749)) <= config.limp_tolerance + 1e-9 for c in after)
     assert f.stats.restarts >= 1
+
+
+def test_a_servo_that_has_not_yet_heard_its_new_goal_is_not_taken_for_limp():
+    """On a slow bus the arm rests at a reversal, in its dead band (no load), a round trip after the outputs
+    turned: the outputs go on at their bounds; the joint is limp only after limp_hold of no load."""
+    f = make()
+    run(f, 0.0, 0.3, command=(["shoulder_pan"], [0.0]), measured=FOLLOW)
+    sent: list[Any] = []
+    for k in range(1, 31):  # the outputs head for 0.4 rad; the arm stays at 0 and reports no load
+        t = 0.3 + k * DT
+        f.on_command(["shoulder_pan"], [0.4], t)
+        f.on_measured(JOINT_NAMES, ZERO, ZERO, ZERO, t)
+        sent.append(f.step(t))
+    unloaded = 0.3 + DT  # the first reading of no load
+    hold = f.config.limp_hold
+    before = [c for c in sent if c.stamp - unloaded < hold - DT / 2]
+    assert not any(c.restarted for c in before)
+    assert max(c.positions[0] for c in before) > f.config.limp_tolerance + 0.1  # the outputs went on
+    restarted = next(c for c in sent if c.restarted)  # then limp: caught at its leash around the arm
+    assert restarted.stamp - unloaded == pytest.approx(hold, abs=DT / 2)
+    assert restarted.positions[0] == pytest.approx(f.config.limp_tolerance)
 
 
 def test_a_blocked_arm_is_never_pushed_further_than_the_tolerance_plus_the_lag():

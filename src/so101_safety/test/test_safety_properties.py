@@ -84,6 +84,7 @@ configs = st.builds(
     gripper_load_limit=st.sampled_from([0.0, 0.3, 0.6]), gripper_load_hysteresis=st.just(0.0),
     reseed_tolerance=st.sampled_from([0.0, 0.1, 0.25, 10.0]), tracking_lag=st.sampled_from([0.0, 0.05, 0.15]),
     limp_load=st.sampled_from([0.0, 0.02]), limp_tolerance=st.sampled_from([0.0, 0.05]),
+    limp_hold=st.sampled_from([0.0, 0.02, 0.2]),
     max_rate_hz=st.sampled_from([20.0, 100.0, 1000.0]), joints=overrides)
 
 
@@ -104,6 +105,7 @@ class FilterMachine(RuleBasedStateMachine):
         self.measured_time = [-math.inf] * 6
         self.load = [math.nan] * 6  # |effort| / max effort of the last finite effort per joint, and its time
         self.load_time = [-math.inf] * 6
+        self.unloaded_since = [math.inf] * 6  # time of the first of the joint's latest run of no-load readings
         self.command_time: float | None = None  # newest accepted command
         self.estopped = False
         self.estop_latched = False  # an e-stop latched since the previous output: its stop is worked out next
@@ -165,7 +167,12 @@ class FilterMachine(RuleBasedStateMachine):
 
     def _effort(self, i: int, effort: float) -> None:
         if math.isfinite(effort):
-            self.load[i], self.load_time[i] = abs(effort) / self.limits[i].max_effort, self.now
+            load = abs(effort) / self.limits[i].max_effort
+            if load >= self.f.config.limp_load:
+                self.unloaded_since[i] = math.inf
+            elif not self.load[i] < self.f.config.limp_load:
+                self.unloaded_since[i] = self.now
+            self.load[i], self.load_time[i] = load, self.now
 
     @rule(positions=st.lists(st.floats(-4.0, 4.0), min_size=6, max_size=6),
           velocities=st.just([]) | st.lists(st.floats(-10.0, 10.0) | any_float, min_size=6, max_size=6))
@@ -346,9 +353,9 @@ class FilterMachine(RuleBasedStateMachine):
     def _reach(self, i: int, p: SafeCommand) -> float:
         """Joint ``i``'s leash after output ``p``: the tolerance plus the lag of an arm following at the faster
         of ``p``'s and its measured speed (up to the joint's bound); ``limp_tolerance`` when its servo reported
-        no load with that position (torque off)."""
+        no load with that position and for ``limp_hold`` before it (torque off)."""
         config = self.f.config
-        if self.load_time[i] == self.measured_time[i] and self.load[i] < config.limp_load:
+        if self.load_time[i] == self.measured_time[i] and self.load_time[i] - self.unloaded_since[i] >= config.limp_hold:
             return config.limp_tolerance
         speed = min(max(abs(self.speed[i]), abs(p.velocities[i])), self.limits[i].max_velocity)
         return config.reseed_tolerance + config.tracking_lag * speed

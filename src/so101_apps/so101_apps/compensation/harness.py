@@ -159,7 +159,7 @@ def closed_loop(profile: GapProfile | str, motion: JointTrajectory, model: GapMo
     pending: list[tuple[float, float, np.ndarray, np.ndarray]] = []  # (delivery, sampled, position, effort) of reads under way
     # stepped on each command as it arrives, as the node forwards a command stream at the policy's rate
     bounds = SafetyFilter(deployment_safety())
-    bounds.on_measured(JOINT_NAMES, newest.tolist(), stamp=0.0)
+    bounds.on_measured(JOINT_NAMES, newest.tolist(), efforts=newest_effort.tolist(), stamp=0.0)
     for k in range(count):
         now = float(motion.time[k]) - start
         applied = bus.apply_time(now)
@@ -176,8 +176,8 @@ def closed_loop(profile: GapProfile | str, motion: JointTrajectory, model: GapMo
             _, newest_stamp, newest, newest_effort = pending.pop(0)
             fresh = True
         delivered[k] = newest
-        if fresh:
-            bounds.on_measured(JOINT_NAMES, newest.tolist(), stamp=now)
+        if fresh:  # with the servos' loads, as the node takes joint_states: a servo reporting none for long is limp
+            bounds.on_measured(JOINT_NAMES, newest.tolist(), efforts=newest_effort.tolist(), stamp=now)
         if compensator is None:
             sent[k] = motion.position[k]
         else:

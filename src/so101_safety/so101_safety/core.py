@@ -587,10 +587,9 @@ class SafetyFilter:
                 effort = _as_float(efforts[k])
                 if math.isfinite(effort):
                     load = abs(effort) / self._limits[i].max_effort
-                    unloaded = load < self.config.limp_load
-                    if not unloaded:
+                    if load >= self.config.limp_load:
                         self._unloaded_since[i] = math.inf
-                    elif not self._load[i] < self.config.limp_load:  # (NaN: no reading before)
+                    elif self._unloaded_since[i] == math.inf:  # the first of a run of no-load readings
                         self._unloaded_since[i] = t
                     self._load[i], self._load_time[i] = load, t
         if not used:

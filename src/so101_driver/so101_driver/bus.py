@@ -26,8 +26,10 @@ waits at most twice the latency the first reply showed plus that gap (the line's
 measured: a servo that does not answer within it is not coming either). A SYNC_READ's first try waits at least
 twice the bus's usual latency (a running mean of the first replies' latency) plus that gap, when that is longer
 than ``timeout_ms``: behind an adapter whose own latency is most of ``timeout_ms`` (a USB-serial latency timer of
-16 ms against 20), a reply held up a few ms by a loaded machine is late, not lost. Every retry, timeout and malformed
-packet is counted in :attr:`FeetechBus.counters` (the driver reports them per second).
+16 ms against 20), a reply held up a few ms by a loaded machine is late, not lost; single-servo transactions (a torque
+toggle while the arm runs) get the same allowance. Work that is not timed (configuring the servos and switching
+torque at start, before the bus's latency is known) runs under :meth:`FeetechBus.patient`: LeRobot's 50 ms and retries.
+Every retry, timeout and malformed packet is counted in :attr:`FeetechBus.counters` (the driver reports them per second).
 
 The SDK's packet timeout is patched as LeRobot does (``tx_time_per_byte·(n + 3) + timeout_ms``),
 which fixes the SDK's too-short timeout for long replies, and its ``readPort`` waits for data
@@ -352,9 +354,7 @@ class FeetechBus:
         tries = 0
         max_retries = self.retries if retries is None else retries
         prefix = _sync_write_packet(Register.Goal_Position, goals) if goals else b""
-        allowance_ms = self.timeout_ms
-        if self.usual_latency_s is not None:
-            allowance_ms = max(allowance_ms, 2000.0 * self.usual_latency_s + self.reply_gap_ms)
+        allowance_ms = self.reply_allowance_ms()
         until = None if budget_s is None else time.monotonic() + budget_s
         with self._lock:
             while missing and tries <= max_retries:
@@ -498,6 +498,26 @@ class FeetechBus:
 
     # --- helpers --------------------------------------------------------------------------------
 
+    def reply_allowance_ms(self) -> float:
+        """How long a reply may take beyond its wire time: ``timeout_ms``, or twice the bus's usual latency plus
+        ``reply_gap_ms`` where that is longer (a reply held up a few ms behind a slow adapter is late, not lost)."""
+        if self.usual_latency_s is None:
+            return self.timeout_ms
+        return max(self.timeout_ms, 2000.0 * self.usual_latency_s + self.reply_gap_ms)
+
+    @contextlib.contextmanager
+    def patient(self) -> Iterator[None]:
+        """LeRobot's deadline and retries (:data:`DEFAULT_TIMEOUT_MS`, :data:`DEFAULT_RETRIES`) for the block where
+        the bus's own are shorter: work that is not timed (configuring the servos, the first read, torque at start)
+        must not fail behind an adapter slower than the control cycle's deadline."""
+        with self._lock:
+            saved = self.timeout_ms, self.retries
+            self.timeout_ms, self.retries = max(self.timeout_ms, DEFAULT_TIMEOUT_MS), max(self.retries, DEFAULT_RETRIES)
+            try:
+                yield
+            finally:
+                self.timeout_ms, self.retries = saved
+
     def _timeout_s(self, reply_bytes: int, allowance_ms: float | None = None) -> float:
         """LeRobot's packet timeout for ``reply_bytes`` of replies, in seconds (wire time + ``timeout_ms``)."""
         tx_ms = self._port.tx_time_per_byte if self._port is not None else 0.01
@@ -507,7 +527,7 @@ class FeetechBus:
 def _patched_set_packet_timeout(bus: FeetechBus) -> Callable[[Any, int], None]:
     def set_packet_timeout(port: Any, packet_length: int) -> None:  # the SDK's name is setPacketTimeout
         port.packet_start_time = port.getCurrentTime()
-        port.packet_timeout = port.tx_time_per_byte * (packet_length + 3) + bus.timeout_ms
+        port.packet_timeout = port.tx_time_per_byte * (packet_length + 3) + bus.reply_allowance_ms()
 
     return set_packet_timeout
 

@@ -32,6 +32,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -85,6 +86,7 @@ class BusLike(Protocol):
     def sync_write_goal_positions(self, goals: Mapping[int, int]) -> None: ...
     def set_torque(self, ids: Iterable[int], enabled: bool) -> None: ...
     def configure_lerobot(self, ids: Sequence[int], gripper_id: int | None = None) -> dict[int, list[str]]: ...
+    def patient(self) -> AbstractContextManager[None]: ...
 
 
 @dataclass(frozen=True)
@@ -198,14 +200,17 @@ class DriverCore:
             self._start_actions(torque_on, torque_off)
 
     def _start_actions(self, torque_on: bool, torque_off: bool) -> None:
-        if self.config.configure_servos:
-            self._configure_servos()
-        if torque_on:
-            self.set_torque(True)
-        else:
-            if torque_off:
-                self.set_torque(False)
-            self.cycle()
+        # the start is not timed: the bus's patient deadline, as a slow adapter's replies may come after the cycle's;
+        # its first read measures the bus's latency, which the cycle's reads and later torque toggles then allow for
+        with self.bus.patient():
+            if self.config.configure_servos:
+                self._configure_servos()
+            if torque_on:
+                self.set_torque(True)
+            else:
+                if torque_off:
+                    self.set_torque(False)
+                self.cycle()
 
     def _configure_servos(self) -> None:
         """LeRobot's settings, written once at start: idempotent, so a transaction lost to a slow bus (a

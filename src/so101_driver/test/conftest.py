@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
@@ -87,6 +88,9 @@ class FakeBus:
     def configure_lerobot(self, ids, gripper_id=None) -> dict[int, list[str]]:
         self.configured = (list(ids), gripper_id)
         return {ids[0]: ["Acceleration"]}
+
+    def patient(self):  # no deadlines here: every transaction answers at once
+        return contextlib.nullcontext()
 
 
 class TickClock:

@@ -288,6 +288,28 @@ def test_a_reply_late_by_a_loaded_machine_behind_a_slow_adapter_is_waited_for(li
         assert not failures and len(feedback) == 6
 
 
+def test_a_single_servo_write_behind_a_slow_adapter_waits_as_long_as_a_sync_read(link, faults, servos):
+    """A torque toggle while the arm runs: once the sync reads measured the bus's latency (20 ms of 25), a write's
+    reply 33 ms after its request is waited for, as a sync read's would be (single tries, no retry to hide it)."""
+    with FeetechBus(link.device_path, timeout_ms=25.0, retries=0) as slow:
+        faults.set_extra_latency(0.020)
+        for _ in range(5):
+            slow.sync_read_feedback_partial(IDS)
+        faults.set_extra_latency(0.033)
+        slow.set_torque(IDS, True)
+        assert all(servos[i].get(Register.Torque_Enable) == 1 for i in IDS)
+
+
+def test_patient_takes_lerobots_deadline_for_the_block_only(link, faults):
+    with FeetechBus(link.device_path, timeout_ms=25.0, retries=0) as slow:
+        faults.set_extra_latency(0.040)
+        with slow.patient():
+            assert slow.read(Register.Torque_Enable, 1) == 0
+        assert (slow.timeout_ms, slow.retries) == (25.0, 0)
+        with pytest.raises(BusTimeout):
+            slow.read(Register.Torque_Enable, 1)
+
+
 def test_dropped_reply_is_retried(bus, faults):
     faults.drop_next(1)
     assert bus.read(Register.Model_Number, 1) == MODEL_NUMBER_STS3215

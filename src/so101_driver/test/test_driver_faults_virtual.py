@@ -69,6 +69,23 @@ def test_intermittent_faults_turn_the_status_to_warn(server, faults):
     assert float(bus_entry.values["timeouts_per_s"]) > 0 and float(bus_entry.values["retries_per_s"]) > 0
 
 
+def test_the_driver_starts_and_toggles_torque_behind_an_adapter_slower_than_its_deadline(server, faults):
+    """Replies 30 ms after each request against the cycle's 20 ms deadline (a USB-serial latency timer of 16 ms on a
+    loaded machine): the start (configuring the servos, torque on) takes the bus's patient deadline; the cycle's reads
+    and a torque toggle while running allow for the latency the start measured."""
+    faults.set_extra_latency(0.030)
+    with PtyLink(server) as link:
+        bus = FeetechBus(link.device_path, timeout_ms=20.0, retries=1)
+        core = DriverCore(bus, _calibration(), config=DriverConfig(configure_servos=True))
+        core.start(torque_on=True)
+        assert core.torque_enabled and (bus.timeout_ms, bus.retries) == (20.0, 1)
+        assert all(core.cycle().sample.valid.all() for _ in range(5))
+        core.set_torque(False)
+        core.set_torque(True)
+        assert core.torque_enabled and all(server.servos[i].get(Register.Torque_Enable) == 1 for i in IDS)
+        core.stop()
+
+
 def test_unplugged_servo_leaves_the_cycle_and_rejoins(server, faults):
     clock = [0.0]  # the core's clock, advanced 10 ms per cycle: the probes' schedule is exact
 

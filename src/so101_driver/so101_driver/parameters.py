@@ -51,8 +51,9 @@ class ArmParameters:
                                low=1.0, high=1000.0)
     diagnostics_rate_hz: float = parameter(1.0, "/diagnostics publishing rate (Hz)", low=0.01, high=100.0)
     joint_names: list[str] = parameter(list(JOINT_NAMES), "the SO-101 joints, any order: the order of joint_states")
-    timeout_ms: float = parameter(20.0, "reply deadline per bus transaction (ms), plus the reply's wire time; a sync "
-                                  "read's first try waits at least twice the bus's usual latency",
+    timeout_ms: float = parameter(20.0, "reply deadline per bus transaction (ms), plus the reply's wire time; every "
+                                  "transaction waits at least twice the bus's usual latency, and the start (servo "
+                                  "configuration, torque on) at least LeRobot's 50 ms",
                                   low=1.0, high=1000.0)
     retries: int = parameter(1, "extra tries per transaction before a servo counts as faulted", low=0, high=10)
     reply_gap_ms: float = parameter(DEFAULT_REPLY_GAP_MS, "a sync read ends when replies flowed and the line then "

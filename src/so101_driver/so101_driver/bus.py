@@ -27,7 +27,9 @@ measured: a servo that does not answer within it is not coming either). A SYNC_R
 twice the bus's usual latency (a running mean of the first replies' latency) plus that gap, when that is longer
 than ``timeout_ms``: behind an adapter whose own latency is most of ``timeout_ms`` (a USB-serial latency timer of
 16 ms against 20), a reply held up a few ms by a loaded machine is late, not lost; single-servo transactions (a torque
-toggle while the arm runs) get the same allowance. Work that is not timed (configuring the servos and switching
+toggle while the arm runs) get the same allowance. After a transaction that timed out, the next single-servo
+transaction first waits out its late reply (up to one more allowance, or until the line is quiet after it): taken
+for the next one's answer, a read of another register of the same servo read the earlier register's value. Work that is not timed (configuring the servos and switching
 torque at start, before the bus's latency is known) runs under :meth:`FeetechBus.patient`: LeRobot's 50 ms and retries.
 Every retry, timeout and malformed packet is counted in :attr:`FeetechBus.counters` (the driver reports them per second).
 
@@ -50,7 +52,13 @@ import scservo_sdk as scs
 
 from so101_driver.errors import BusError, BusTimeout, CorruptPacket, PortError, ServoError
 from so101_driver.feedback import BusCounters, Feedback, ScanResult
-from so101_driver.serial_io import discard_input, os_errors_as_port_errors, read_available, waiting_read_port
+from so101_driver.serial_io import (
+    discard_input,
+    drain_until_quiet,
+    os_errors_as_port_errors,
+    read_available,
+    waiting_read_port,
+)
 from so101_feetech import protocol
 from so101_feetech.control_table import (
     BAUD_RATES,
@@ -110,6 +118,8 @@ class FeetechBus:
         self._lock = threading.RLock()
         self.last_error: dict[int, int] = {}  # servo id → error byte of its latest reply
         self.usual_latency_s: float | None = None  # running mean of the first reply's latency to a sync read
+        # a transaction timed out: its reply may still come until then (monotonic s), and is waited out first
+        self._late_until = 0.0
 
     # --- connection -----------------------------------------------------------------------------
 
@@ -215,6 +225,8 @@ class FeetechBus:
         comm, error = scs.COMM_SUCCESS, 0
         with self._lock:
             for attempt in range(1, tries + 1):
+                if time.monotonic() < self._late_until:
+                    drain_until_quiet(port, self._late_until, self.reply_gap_ms / 1000.0)
                 discard_input(port)
                 self.counters.transactions += 1
                 self.counters.retries += attempt > 1
@@ -229,6 +241,7 @@ class FeetechBus:
                         return value
                 elif comm == scs.COMM_RX_TIMEOUT:
                     self.counters.timeouts += 1
+                    self._late_until = time.monotonic() + self.reply_allowance_ms() / 1000.0
                 elif comm == scs.COMM_RX_CORRUPT:
                     self.counters.corrupt += 1
                 self.log.debug("%s on servo %d failed (try %d/%d): %s", what, servo_id, attempt, tries,
@@ -384,6 +397,8 @@ class FeetechBus:
                 if missing:
                     self.log.debug("sync read: no reply from %s (try %d/%d, %d corrupt packets)",
                                  missing, tries, max_retries + 1, corrupt)
+        if missing:  # their replies may still come: a single-servo transaction waits them out first
+            self._late_until = time.monotonic() + allowance_ms / 1000.0
         failures: dict[int, BusError] = {}
         for servo_id in missing:
             failures[servo_id] = (CorruptPacket(servo_id, tries, "sync read of the feedback block") if corrupt

@@ -50,6 +50,19 @@ def discard_input(port: Any) -> None:
         port.ser.reset_input_buffer()
 
 
+def drain_until_quiet(port: Any, until: float, quiet_s: float) -> None:
+    """Drop what arrives until the monotonic time ``until``, or sooner once a reply came and the line then stayed
+    quiet ``quiet_s``: the late reply of a transaction that timed out, which the next transaction would otherwise
+    take for its own (a read of another register of the same servo reads the earlier register's value)."""
+    heard = False
+    while (left := until - time.monotonic()) > 0:
+        if not read_available(port, min(left, quiet_s) if heard else left):
+            if heard:
+                return
+            continue
+        heard = True
+
+
 def read_available(port: Any, wait_s: float) -> bytes:
     """What the port holds now, waiting up to ``wait_s`` for the first byte without spinning."""
     ser = port.ser

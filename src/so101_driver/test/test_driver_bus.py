@@ -310,6 +310,30 @@ def test_patient_takes_lerobots_deadline_for_the_block_only(link, faults):
             slow.read(Register.Torque_Enable, 1)
 
 
+def test_a_late_reply_is_not_taken_for_the_next_reads_answer(link, faults, servos):
+    """A read that timed out behind a slow adapter: its reply still comes, during the next transaction. Taken for
+    the next read's answer, a read of Lock (0) returned Torque_Enable's 1."""
+    servos[1].set(Register.Torque_Enable, 1)
+    servos[1].set(Register.Lock, 0)
+    with FeetechBus(link.device_path, timeout_ms=25.0, retries=0) as slow:
+        faults.set_extra_latency(0.040)
+        with pytest.raises(BusTimeout):
+            slow.read(Register.Torque_Enable, 1)
+        with slow.patient():
+            assert slow.read(Register.Lock, 1) == 0
+
+
+def test_a_late_feedback_reply_is_not_taken_for_a_reads_answer(link, faults, servos):
+    """The same after a sync read: its late reply read as Lock gave the low byte of Present_Position."""
+    servos[1].set(Register.Lock, 1)
+    with FeetechBus(link.device_path, timeout_ms=25.0, retries=0) as slow:
+        faults.set_extra_latency(0.040)
+        feedback, failures = slow.sync_read_feedback_partial([1])
+        assert not feedback and set(failures) == {1}
+        with slow.patient():
+            assert slow.read(Register.Lock, 1) == 1
+
+
 def test_dropped_reply_is_retried(bus, faults):
     faults.drop_next(1)
     assert bus.read(Register.Model_Number, 1) == MODEL_NUMBER_STS3215

@@ -9,7 +9,8 @@ joint and step, on the error between the previous step's policy command and the 
 where the sim would be; bounded like Δ, frozen while Δ is clipped and while that error is beyond
 the bound; with ``direction_play`` > 0 one correction per direction of the reference's motion, since
 dry friction flips with it), and returns ``command + Δ`` with Δ
-shaped in three stages: clipped to the per-joint bounds, low-passed (first order, time constant
+shaped in three stages: clipped to the per-joint bounds (and, where the safety filter holds a joint's goal back,
+so that the output stays within the commands ahead: :meth:`Compensator.goal_reached`), low-passed (first order, time constant
 ``delta_smoothing_s``) and slew-limited (at most ``delta_slew_limit`` rad change per step). The last two keep a model that feeds back on its own previous commands from
 turning the compensator into a high-gain loop around the arm: a constant command on a settled arm
 gives a constant output. The bounds and the slew limit never exceed the deployment's caps
@@ -72,6 +73,13 @@ MAX_UNCOVERED_STEPS = 8
 # wrist_roll over the full turn: its zero lies between two), so a servo at its goal reads up to half a step off the
 # command: an error the integral leaves alone.
 ENCODER_ROUNDING = math.pi / LEROBOT_STEPS_PER_TURN * (1.0 + 1e-6)
+# The safety filter holds a joint's goal back (its speed and acceleration bounds at work) where the goal it gave the
+# arm lies further than FILTER_HOLD (rad) from the output sent and has moved more than an encoder step towards it
+# since its previous goal; a goal that stays put that far from the output is the filter's leash around an arm that
+# does not follow (a stuck, gravity-loaded lift), whose correction must stay. Chosen on the validation arms: any
+# hold (half an encoder step) counted the leash too and cost two stuck lifts 10–22 points.
+FILTER_HOLD = 0.05
+ENCODER_STEP = 2.0 * math.pi / LEROBOT_STEPS_PER_TURN
 # Where a joint is after the policy's reference last reversed (Compensator._overshoots: who learns a reversal's overshoot).
 SETTLED = 0  # nothing to watch: before any reversal, or once the reversal's transient is over
 REVERSED = 1  # the reference reversed and is still at its turning point
@@ -400,6 +408,12 @@ class Compensator:
         self._load_limits = list(config.load_limits) if config.load_limits is not None else [d[0] for d in defaults]
         self._load_holds = list(config.load_hold_s) if config.load_hold_s is not None else [d[1] for d in defaults]
         self._loaded_s = [0.0] * joints  # how long each joint's load has been over its limit the way it pushes
+        # which way the safety filter holds each joint's goal back from the output (+1: the goal below it, -1: above,
+        # 0: not held; goal_reached) and the span of this step's command rows (the output's limits while held)
+        self._held = [0] * joints
+        self._span: tuple[list[float], list[float]] = ([0.0] * joints, [0.0] * joints)
+        self._output_before: np.ndarray | None = None  # the output of the step before the latest
+        self._last_goal: list[float] | None = None  # the latest goal the safety filter gave the arm
         self._last_output: np.ndarray | None = None
         self._delta = np.zeros(joints)  # Δ applied on the latest step (0 on passthrough steps)
         self._output = np.zeros(joints)
@@ -443,12 +457,24 @@ class Compensator:
         self._cover()
 
     def goal_reached(self, goal: np.ndarray | list[float]) -> None:
-        """The goal the arm got for the last step's command (the safety filter's output): the guard judges Δ by
-        what reached the servos (``goal − command``), not by what it sent. Without a guard, or before a
-        compensated step, nothing to do."""
+        """The goal the arm got for the last step's command (the safety filter's output).
+
+        Where the filter holds a joint's goal back (:data:`FILTER_HOLD`: the goal far from both of the last two
+        outputs, as it may arrive after the next step, and moving towards them), the next steps' output stays
+        within the commands ahead (:meth:`_feedback_and_shape`). The guard judges Δ by what reached the servos
+        (``goal − command``), not by what it sent."""
+        goal = self._vector(goal, "goal")
+        values = goal.tolist()
+        output, before, last = self._last_output, self._output_before, self._last_goal
+        self._last_goal = values
+        if output is not None:
+            for j, (g, o) in enumerate(zip(values, output.tolist(), strict=True)):
+                sent = abs(g - o) <= FILTER_HOLD or (before is not None and abs(g - before[j]) <= FILTER_HOLD)
+                way = 0 if sent or not math.isfinite(g) else (1 if o > g else -1)
+                self._held[j] = way if last is not None and (g - last[j]) * way > ENCODER_STEP else 0
         if self.guard is None or self._previous_command is None or not self._delta.any():
             return
-        reached = self._vector(goal, "goal") - self._previous_command
+        reached = goal - self._previous_command
         for j, delta in enumerate(reached.tolist()):
             if math.isfinite(delta):
                 self.guard.reached(j, delta)
@@ -490,7 +516,10 @@ class Compensator:
                 self._cover()
         compensated = fault = False
         if self.model is not None and self.enabled and self.warm:
-            raw = self.model.delta(self.history(), self._command_rows(command, upcoming))
+            rows = self._command_rows(command, upcoming)
+            raw = self.model.delta(self.history(), rows)
+            if any(self._held):
+                self._span = (rows.min(axis=0).tolist(), rows.max(axis=0).tolist())
             if np.isfinite(raw).all():
                 self._feedback_and_shape(raw, command)
                 compensated = True
@@ -505,6 +534,7 @@ class Compensator:
         self._fresh[:] = False
         self._previous_command = command
         np.add(command, self._delta, out=self._output)
+        self._output_before = self._last_output
         self._last_output = self._output.copy()
         latency = time.perf_counter() - start
         self._latencies[self._stats.steps % self.config.latency_window] = latency
@@ -561,6 +591,14 @@ class Compensator:
         compensation). An arm still ahead of the reference when it turns again, but not moving that way (a
         multisine's quick reversals), is lag, and both sides learn it.
 
+        **Overdrive while the safety filter holds the goal back.** A look-ahead model leads a step in the reference
+        with an output past the new target (the inverse of a lagging arm: up to Δ's bound). Where the reference
+        steps faster than the filter lets through, the filter's goal heads for that output at its speed bound and
+        cannot brake in time when the output comes back: the arm overshot the target by 80–90 mrad at each of SAGE's
+        prbs_excitation steps behind a 12 ms adapter, and friction held it there (wrist roll, through ROS and in the
+        harness). So while the filter holds a joint's goal back (:meth:`goal_reached`), the output stays within
+        the commands ahead (the current one and the upcoming ones the model read), shaped like any Δ (slew limit).
+
         Each measurement counts once: a joint not measured since the previous step keeps its correction
         rather than adding the same, stale, error again. Joint states come at twice the model's rate, so
         this changes nothing on a healthy chain; on a starved one (measured through ROS: joint states at
@@ -589,7 +627,7 @@ class Compensator:
         fresh, position, velocity = self._fresh.tolist(), self._position.tolist(), self._velocity.tolist()
         shaped = self._delta.tolist()
         clipped = slew_limited = out_of_bounds = False
-        keep, slew, guard = self._keep, self._slew, self.guard
+        keep, slew, guard, held, (lowest, highest) = self._keep, self._slew, self.guard, self._held, self._span
         for j, (wanted, target, bound, gain) in enumerate(zip(raw.tolist(), command.tolist(), self._bounds, self._gains, strict=True)):
             out_of_bounds |= abs(wanted) > bound
             scale = 1.0
@@ -641,6 +679,8 @@ class Compensator:
             total = wanted + current
             wanted = min(max(total, -bound), bound)
             clipped |= wanted != total
+            if held[j]:  # the filter holds the goal back: no output past the commands it heads for
+                wanted = min(max(target + wanted, lowest[j]), highest[j]) - target
             unscaled = wanted
             wanted *= scale
             if keep > 0:
@@ -736,7 +776,9 @@ class Compensator:
     def reset(self) -> None:
         """Forget the history (e.g. after the arm was re-enabled or the stream restarted)."""
         self._head = self._rows = 0
-        self._last_output = None
+        self._last_output = self._output_before = None
+        self._last_goal = None
+        self._held[:] = [0] * len(self._held)
         self._previous_command = None
         self._position[:] = np.nan
         self._measured_stamp = None

@@ -2,8 +2,8 @@
 
 Topics (relative, remappable): ``policy/joint_command`` (in), ``policy/action_chunk`` (in, optional:
 ``trajectory_msgs/JointTrajectory``, the policy's upcoming commands), ``joint_states`` (measured
-history), ``joint_command`` (with the guard on: the safety filter's output, the goals the arm got, by which
-the guard judges Δ), ``gaponet/joint_command`` (out), ``/diagnostics``. Services ``~/enable`` (std_srvs/SetBool) and
+history), ``joint_command`` (with a model: the safety filter's output, the goals the arm got: where the filter holds
+a goal back the output stays within the commands ahead, and the guard judges Δ by them), ``gaponet/joint_command`` (out), ``/diagnostics``. Services ``~/enable`` (std_srvs/SetBool) and
 ``~/new_episode`` (std_srvs/Trigger: an episode starts from the pose the arm holds, :meth:`Compensator.new_episode`).
 Parameters: :class:`so101_gaponet.parameters.CompensatorParameters`.
 
@@ -77,7 +77,7 @@ class CompensatorNode(Node):
         self.create_subscription(JointState, topics.POLICY_COMMAND, self._on_command, QoSProfile(depth=10))
         self.create_subscription(JointTrajectory, CHUNK_TOPIC, self._on_chunk, QoSProfile(depth=10))
         self.create_subscription(JointState, topics.JOINT_STATES, self._on_state, qos_profile_sensor_data)
-        if self.core.guard is not None:
+        if model is not None:
             self.create_subscription(JointState, topics.JOINT_COMMAND, self._on_goal, QoSProfile(depth=10))
         self.create_service(SetBool, "~/enable", self._on_enable)
         self.create_service(Trigger, "~/new_episode", self._on_new_episode)

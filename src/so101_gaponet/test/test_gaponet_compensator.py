@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -158,6 +159,30 @@ def test_slew_limit_bounds_the_change_of_delta_and_ramps_in_after_passthrough(fe
     assert np.array_equal(_run(comp, 1, command)[0].delta, np.zeros(6))
     comp.enabled = True
     assert np.abs(_run(comp, 1, command)[0].delta).max() == pytest.approx(0.01)  # no jump back to the old Δ
+
+
+def test_no_overdrive_past_the_commands_while_the_safety_filter_holds_the_goal_back(feedback_model) -> None:
+    """A model that leads a lagging arm asks for an output past the command. Where the safety filter's goal heads for
+    that output at its bounds (far from it, moving towards it), the output stays within the commands ahead: the
+    filter could not brake the overdrive in time and the arm overshot the target (80–90 mrad at each step of SAGE's
+    prbs_excitation behind a 12 ms adapter). A goal that stays put far from the output (the filter's leash around an
+    arm that does not follow) leaves the overdrive alone."""
+    comp = Compensator(CompensatorConfig(joints=JOINT_NAMES, delta_bounds=(0.3,) * 6, delta_slew_limit=(0.1,) * 6,
+                                         delta_smoothing_s=0.0), feedback_model(gain=2.0))
+    command = np.full(6, 0.5)
+
+    def steps(count: int, start: int, goals: Callable[[int], np.ndarray]) -> np.ndarray:
+        for i in range(start, start + count):
+            comp.update_measured(np.zeros(6), np.zeros(6), stamp=0.02 * i)  # the arm still 0.5 rad behind
+            output = comp.compensate(command, now=0.02 * i).command
+            comp.goal_reached(goals(i))
+        return output
+
+    overdriven = steps(10, 0, lambda i: np.full(6, 0.2))  # the goal stays 0.2 rad from the arm (the leash)
+    np.testing.assert_allclose(overdriven, command + 0.3)  # Δ's bound past the command
+    held = steps(5, 10, lambda i: np.full(6, 0.2 + 0.06 * (i - 10)))  # the goal heads for the output at 3 rad/s
+    np.testing.assert_allclose(held, command)  # back within the command, one slew step (0.1) at a time
+    np.testing.assert_allclose(steps(4, 15, lambda i: np.full(6, 0.3)), command + 0.3)  # stays put: leashed again
 
 
 def test_smoothing_is_a_first_order_low_pass_on_delta(feedback_model) -> None:

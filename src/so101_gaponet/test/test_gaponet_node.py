@@ -364,7 +364,11 @@ def test_a_joint_the_guard_shrank_is_a_warning_on_diagnostics_naming_it() -> Non
         node.destroy_node()
         off = CompensatorNode(context=context, cli_args=["--ros-args", "-p", f"model_path:={SHIPPED_MODEL}"])
         assert off.core.guard is None  # opt-in and off.core.status()["guard"] == "off"
-        assert "/joint_command" not in {sub.topic_name for sub in off.subscriptions}
+        # so does any node with a model: the core keeps its output within the commands where the filter holds a goal
+        assert "/joint_command" in {sub.topic_name for sub in off.subscriptions}
         off.destroy_node()
+        bare = CompensatorNode(context=context)  # no model: each command passes through, no goal to read
+        assert "/joint_command" not in {sub.topic_name for sub in bare.subscriptions}
+        bare.destroy_node()
     finally:
         rclpy.shutdown(context=context)

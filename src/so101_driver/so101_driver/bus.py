@@ -29,9 +29,10 @@ than ``timeout_ms``: behind an adapter whose own latency is most of ``timeout_ms
 16 ms against 20), a reply held up a few ms by a loaded machine is late, not lost; single-servo transactions (a torque
 toggle while the arm runs) get the same allowance. After a transaction that timed out, the next single-servo
 transaction first waits out its late reply (up to one more allowance, or until the line is quiet after it): taken
-for the next one's answer, a read of another register of the same servo read the earlier register's value. Work that is not timed (configuring the servos and switching
-torque at start, before the bus's latency is known) runs under :meth:`FeetechBus.patient`: LeRobot's 50 ms and retries.
-Every retry, timeout and malformed packet is counted in :attr:`FeetechBus.counters` (the driver reports them per second).
+for the next one's answer, a read of another register of the same servo read the earlier register's value. Work
+that is not timed (configuring the servos and switching torque at start, before the bus's latency is known) runs
+under :meth:`FeetechBus.patient`: LeRobot's 50 ms and retries. Every retry, timeout and malformed packet is counted
+in :attr:`FeetechBus.counters` (the driver reports them per second).
 
 The SDK's packet timeout is patched as LeRobot does (``tx_time_per_byte·(n + 3) + timeout_ms``),
 which fixes the SDK's too-short timeout for long replies, and its ``readPort`` waits for data

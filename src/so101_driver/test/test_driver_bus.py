@@ -302,7 +302,7 @@ def test_a_single_servo_write_behind_a_slow_adapter_waits_as_long_as_a_sync_read
 
 def test_patient_takes_lerobots_deadline_for_the_block_only(link, faults):
     with FeetechBus(link.device_path, timeout_ms=25.0, retries=0) as slow:
-        faults.set_extra_latency(0.040)
+        faults.set_extra_latency(0.030)  # past the 25 ms deadline, well within LeRobot's 50
         with slow.patient():
             assert slow.read(Register.Torque_Enable, 1) == 0
         assert (slow.timeout_ms, slow.retries) == (25.0, 0)
@@ -316,7 +316,7 @@ def test_a_late_reply_is_not_taken_for_the_next_reads_answer(link, faults, servo
     servos[1].set(Register.Torque_Enable, 1)
     servos[1].set(Register.Lock, 0)
     with FeetechBus(link.device_path, timeout_ms=25.0, retries=0) as slow:
-        faults.set_extra_latency(0.040)
+        faults.set_extra_latency(0.030)  # past the 25 ms deadline, well within LeRobot's 50
         with pytest.raises(BusTimeout):
             slow.read(Register.Torque_Enable, 1)
         with slow.patient():
@@ -327,7 +327,7 @@ def test_a_late_feedback_reply_is_not_taken_for_a_reads_answer(link, faults, ser
     """The same after a sync read: its late reply read as Lock gave the low byte of Present_Position."""
     servos[1].set(Register.Lock, 1)
     with FeetechBus(link.device_path, timeout_ms=25.0, retries=0) as slow:
-        faults.set_extra_latency(0.040)
+        faults.set_extra_latency(0.030)  # past the 25 ms deadline, well within LeRobot's 50
         feedback, failures = slow.sync_read_feedback_partial([1])
         assert not feedback and set(failures) == {1}
         with slow.patient():

@@ -522,13 +522,13 @@ class FeetechBus:
         return max(self.timeout_ms, 2000.0 * self.usual_latency_s + self.reply_gap_ms)
 
     @contextlib.contextmanager
-    def patient(self) -> Iterator[None]:
-        """LeRobot's deadline and retries (:data:`DEFAULT_TIMEOUT_MS`, :data:`DEFAULT_RETRIES`) for the block where
-        the bus's own are shorter: work that is not timed (configuring the servos, the first read, torque at start)
-        must not fail behind an adapter slower than the control cycle's deadline."""
+    def patient(self, retries: int = DEFAULT_RETRIES) -> Iterator[None]:
+        """LeRobot's deadline (:data:`DEFAULT_TIMEOUT_MS`) and ``retries`` for the block where the bus's own are
+        shorter: work that is not timed (configuring the servos, the first read, torque at start, a preflight's
+        search for the servos) must not fail behind an adapter slower than the control cycle's deadline."""
         with self._lock:
             saved = self.timeout_ms, self.retries
-            self.timeout_ms, self.retries = max(self.timeout_ms, DEFAULT_TIMEOUT_MS), max(self.retries, DEFAULT_RETRIES)
+            self.timeout_ms, self.retries = max(self.timeout_ms, DEFAULT_TIMEOUT_MS), max(self.retries, retries)
             try:
                 yield
             finally:

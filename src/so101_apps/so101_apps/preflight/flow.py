@@ -36,11 +36,13 @@ from so101_bringup.share import config_dir
 from so101_common.joints import JOINT_NAMES
 from so101_common.parameters import parameter_specs
 from so101_common.waiting import wait_for
-from so101_driver.bus import DEFAULT_TIMEOUT_MS, FeetechBus
+from so101_driver.bus import FeetechBus
 from so101_feetech.calibration import JointMapping, MotorCalibration, load_calibration, resolve_calibration_path
 from so101_safety.config import JointOverride, NodeOptions, SafetyConfig, split_parameters
 
 __all__ = ["PreflightOptions", "run_preflight", "GATES", "EYE_QUESTIONS", "leg_speed"]
+
+PATIENT_RETRIES = 3  # extra tries of the untimed reads (finding the servos, their settings): a slow adapter, a busy host
 
 GATES = ("servos", "supply_voltage", "temperature", "servo_status")  # a failure here: the arm is not moved
 # what a joint gravity does not load does, in the URDF's convention, when it turns by +0.3 rad at the check pose
@@ -102,7 +104,7 @@ def run_preflight(options: PreflightOptions, emit: Callable[[CheckResult], None]
             else:
                 safety = _chain_phase([s for s in specs if s.key in (DRIVER, SAFETY_FILTER)], calibration, settings,
                                       options, add)
-                with _bus(port, settings) as bus:  # as the driver configured the servos
+                with _bus(port, settings) as bus, bus.patient(PATIENT_RETRIES):  # as the driver configured the servos
                     add(bus_checks.check_settings(bus, calibration, ids))
                     gripper = bus_checks.read_gripper_protection(bus, calibration, ids)
                 add(chain_checks.judge_gripper_grasp(safety, gripper))
@@ -120,27 +122,22 @@ def run_preflight(options: PreflightOptions, emit: Callable[[CheckResult], None]
 
 
 def _bus(port: str, settings: DriverSettings) -> FeetechBus:
-    """The bus at the driver's rate, patient (LeRobot's 50 ms deadline, 3 retries): finding the servos and reading
-    their settings is not timed; :func:`_driver_timing` gives it the driver's deadlines for the timed reads."""
+    """The bus with the driver's rate and deadlines, for the timed reads; finding the servos and reading their
+    settings is not timed and runs under ``bus.patient(PATIENT_RETRIES)`` (LeRobot's 50 ms deadline)."""
     p = settings.parameters
-    return FeetechBus(port, p.baudrate, timeout_ms=max(p.timeout_ms, DEFAULT_TIMEOUT_MS), retries=max(p.retries, 3),
-                      reply_gap_ms=p.reply_gap_ms)
-
-
-def _driver_timing(bus: FeetechBus, settings: DriverSettings) -> None:
-    bus.timeout_ms, bus.retries = float(settings.parameters.timeout_ms), settings.parameters.retries
+    return FeetechBus(port, p.baudrate, timeout_ms=p.timeout_ms, retries=p.retries, reply_gap_ms=p.reply_gap_ms)
 
 
 def _bus_phase(port: str, calibration: dict[str, MotorCalibration], settings: DriverSettings,
                add: Callable[[CheckResult], None]) -> list[int]:
     with _bus(port, settings) as bus:
-        servos, ids = bus_checks.check_servos(bus, calibration)
+        with bus.patient(PATIENT_RETRIES):
+            servos, ids = bus_checks.check_servos(bus, calibration)
         add(servos)
         if not ids:
             for check in ("supply_voltage", "temperature", "servo_status", "bus_round_trip"):
                 add(CheckResult.skipped(check, "not measured: no servo answers"))
             return ids
-        _driver_timing(bus, settings)
         sample = bus_checks.sample_bus(bus, ids)
     add(bus_checks.check_supply(sample, calibration, settings.config))
     add(bus_checks.check_temperature(sample, calibration, settings.config))

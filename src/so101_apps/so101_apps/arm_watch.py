@@ -26,6 +26,9 @@ class StateGap:
 
     seconds: float = 0.0
     at_s: float = 0.0
+    # how far apart the servos sampled the two joint states around it (their stamps; None: not known): as long as the
+    # gap where the driver did not sample, much shorter where its states were held up after it
+    sampled_s: float | None = None
 
 
 class ArmWatch:
@@ -48,6 +51,7 @@ class ArmWatch:
         self.temperatures = np.full(len(JOINT_NAMES), np.nan)  # °C, each servo's latest report (NaN: none yet)
         self._origin = now
         self._last_state: float | None = None  # when the latest joint state arrived
+        self._last_sampled: float | None = None  # when the servos sampled it (its stamp)
         self._longest_gap = StateGap()
         self._history: deque[tuple[float, np.ndarray]] = deque()  # (time, measured) of the last HISTORY_S
         self._expected: np.ndarray | None = None  # a pose to be commanded before the arm can be at rest at it
@@ -61,11 +65,16 @@ class ArmWatch:
         self.bus_before = self.bus_entries[-1] if self.bus_entries else self.bus_before
         self.bus_entries = []
 
-    def on_state(self, names: Sequence[str], positions: Sequence[float], now: float) -> None:
+    def on_state(self, names: Sequence[str], positions: Sequence[float], now: float,
+                 sampled: float | None = None) -> None:
+        """A joint state that arrived at ``now``, sampled at ``sampled`` (its stamp, on the same clock)."""
         _store(names, positions, self.measured)
         self.states += 1
-        self._longest_gap = self.longest_gap(now)
-        self._last_state = now
+        gap = self.longest_gap(now)
+        if gap is not self._longest_gap and sampled is not None and self._last_sampled is not None:
+            gap = StateGap(gap.seconds, gap.at_s, sampled - self._last_sampled)
+        self._longest_gap = gap
+        self._last_state, self._last_sampled = now, sampled
         self._history.append((now, self.measured.copy()))
         while len(self._history) > 2 and self._history[1][0] <= now - self.HISTORY_S:
             self._history.popleft()

@@ -31,7 +31,8 @@ class DeployMonitor:
         return self._clock.now().nanoseconds * 1e-9
 
     def _on_state(self, msg: JointState) -> None:
-        self.watch.on_state(msg.name, msg.position, self.now())
+        stamp = msg.header.stamp
+        self.watch.on_state(msg.name, msg.position, self.now(), stamp.sec + stamp.nanosec * 1e-9)
 
     def _on_command(self, msg: JointState) -> None:
         self.watch.on_command(msg.name, msg.position)

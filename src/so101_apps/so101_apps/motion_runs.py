@@ -31,6 +31,9 @@ BUS_FAULTS_PER_S = 1.0  # retries + timeouts per second the driver reports above
 # no joint state for this many of the driver's periods: the arm held its goal or the chain lost its state that long
 # (a 0.3 s stall took 14 points of wrist roll's cut out of one `make demo`), which the mean rate does not show
 STALL_PERIODS = 10
+# diagnostics windows (the driver's are 1 s) it takes to tell a driver's usual missed cycles (a bus round-trip longer
+# than its period misses some every second) from the ones of a stall
+USUAL_MISSES_WINDOWS = 3
 
 
 @dataclass(frozen=True)
@@ -127,6 +130,10 @@ class BusFigures:
     faults_per_s: float  # retries + timeouts per second
     missed_cycles: int = 0  # cycles it did not run on time
     bus_faults: int = 0  # retries, timeouts and corrupt replies
+    # from its windows, where there are USUAL_MISSES_WINDOWS or more: the median of its missed cycles per second, and
+    # the most it missed beyond that rate within two consecutive windows (a stall's); None: too few windows to tell
+    usual_missed_per_s: float = 0.0
+    stall_missed: int | None = None
 
     @classmethod
     def of(cls, entries: Sequence[Mapping[str, str]], before: Mapping[str, str] | None = None) -> BusFigures | None:
@@ -149,7 +156,30 @@ class BusFigures:
                 return sum(int(last[key]) - int(first[key]) for key in keys)
             except (KeyError, ValueError):
                 return 0
-        return cls(achieved, capacity, faults, rise([MISSED_CYCLES_KEY]), rise(BUS_FAULT_COUNT_KEYS))
+        usual, stall = _missed_beyond_usual([first, *entries] if before is not None else list(entries))
+        return cls(achieved, capacity, faults, rise([MISSED_CYCLES_KEY]), rise(BUS_FAULT_COUNT_KEYS), usual, stall)
+
+
+def _missed_beyond_usual(entries: Sequence[Mapping[str, str]]) -> tuple[float, int | None]:
+    """``(usual missed cycles per second, the most missed beyond that within two consecutive windows)`` from the
+    driver's counts in consecutive bus entries and each entry's window; ``(0, None)`` with fewer than
+    :data:`USUAL_MISSES_WINDOWS` windows. A bus round-trip longer than the driver's period misses cycles all along
+    (the driver counts a cycle that started late as missed): over a minute's recording that is hundreds, which say
+    nothing about what happened in the second of a stall."""
+    windows: list[tuple[int, float]] = []
+    for before, after in zip(entries, entries[1:], strict=False):
+        try:
+            count, seconds = int(after[MISSED_CYCLES_KEY]) - int(before[MISSED_CYCLES_KEY]), float(after["window_s"])
+        except (KeyError, ValueError):
+            return 0.0, None
+        if seconds > 0:
+            windows.append((count, seconds))
+    if len(windows) < USUAL_MISSES_WINDOWS:
+        return 0.0, None
+    usual = float(np.median([count / seconds for count, seconds in windows]))
+    beyond = [count - usual * seconds for count, seconds in windows]
+    most = max(max(beyond), max(a + b for a, b in zip(beyond, beyond[1:], strict=False)))
+    return usual, max(0, round(most))
 
 
 def _why_the_bus_fails(virtual_arm: bool, load: str) -> str:
@@ -188,19 +218,26 @@ def stalled(gap: StateGap, driver_rate_hz: float) -> bool:
 
 def stall_cause(gap: StateGap, driver_rate_hz: float, bus: BusFigures | None, load_average: float | None,
                 cores: int | None, virtual_arm: bool = False) -> str:
-    """What held joint states up for ``gap``, from what the driver counted over the recording: the driver not
-    running its cycles (the servos then hold their last goals) for its bus or for its process, or its states not
-    reaching the recording."""
+    """What held joint states up for ``gap``: the driver sampling all along (the stamps around the gap), else what
+    it counted over the recording: the driver not running its cycles (the servos then hold their last goals) for its
+    bus or for its process, or its states not reaching the recording."""
     load = f"load average {load_average:.1f} on {cores} cores" if load_average is not None and cores else "load unknown"
+    if gap.sampled_s is not None and gap.sampled_s < 0.5 * gap.seconds:
+        return (f"the driver sampled the servos all along (the states around it {1000.0 * gap.sampled_s:.0f} ms apart "
+                f"by their stamps): its joint states were held up after it (the processes after it or the machine, "
+                f"{load})")
     if bus is None:
         return f"the driver reported no bus figures ({load})"
-    if bus.missed_cycles < 0.5 * gap.seconds * driver_rate_hz:
-        return (f"the driver missed only {bus.missed_cycles} cycles: its joint states did not reach the recording "
+    missed = bus.missed_cycles if bus.stall_missed is None else bus.stall_missed
+    usual = f" beyond its usual {bus.usual_missed_per_s:.0f} a second" if bus.stall_missed is not None and \
+        bus.usual_missed_per_s >= 1.0 else ""
+    if missed < 0.5 * gap.seconds * driver_rate_hz:
+        return (f"the driver missed only {missed} cycles{usual}: its joint states did not reach the recording "
                 f"(the processes after it; {load})")
     if bus.bus_faults:
-        return (f"the driver missed {bus.missed_cycles} cycles and its bus had {bus.bus_faults} retries and timeouts "
+        return (f"the driver missed {missed} cycles{usual} and its bus had {bus.bus_faults} retries and timeouts "
                 f"({_why_the_bus_fails(virtual_arm, load)}): the servos held their last goals")
-    return (f"the driver missed {bus.missed_cycles} cycles with no bus retries or timeouts: its process did not run "
+    return (f"the driver missed {missed} cycles{usual} with no bus retries or timeouts: its process did not run "
             f"(the CPU or the machine, {load}; or a subscriber joining its joint states: Fast DDS can hold a "
             f"publisher about 0.33 s then), and the servos held their last goals")
 

@@ -142,6 +142,15 @@ def test_the_longest_time_without_a_joint_state_counts_from_the_motion_start_and
     assert _pair(watch.longest_gap(2.05)) == pytest.approx((0.05, 0.0))
 
 
+def test_the_longest_gap_says_how_far_apart_the_servos_sampled_the_states_around_it() -> None:
+    watch = ArmWatch(now=0.0)
+    for arrived, sampled in ((0.01, 0.0), (0.02, 0.01), (0.30, 0.02), (0.31, 0.30), (0.32, 0.31)):
+        watch.on_state(JOINT_NAMES, POSE, now=arrived, sampled=sampled)
+    assert watch.longest_gap(0.32) == StateGap(pytest.approx(0.28), pytest.approx(0.02), pytest.approx(0.01))
+    watch.on_state(JOINT_NAMES, POSE, now=0.8, sampled=0.79)  # none sampled in between: the driver's own gap
+    assert watch.longest_gap(0.8) == StateGap(pytest.approx(0.48), pytest.approx(0.32), pytest.approx(0.48))
+
+
 def _pair(gap: StateGap) -> tuple[float, float]:
     return gap.seconds, gap.at_s
 

@@ -96,6 +96,44 @@ def test_a_stall_after_a_driver_that_kept_its_cycle_points_at_the_processes_afte
             "the recording (the processes after it; load average 3.5 on 2 cores)") in line
 
 
+def _windows(missed_per_window: list[int]) -> list[dict[str, str]]:
+    """Bus entries 1 s apart (the driver's diagnostics rate) whose counts rise by these many missed cycles."""
+    entries, total = [], 0
+    for missed in missed_per_window:
+        total += missed
+        entries.append({**_counted(total), "window_s": "1.00"})
+    return entries
+
+
+def test_a_slow_bus_s_usual_missed_cycles_are_not_taken_for_a_stall() -> None:
+    """Measured through ROS on an arm behind an 8 ms adapter (2026-11-28): the driver at 74 Hz of its 100 Hz missed
+    487 cycles over the recording, and a 259 ms gap was blamed on its process not running."""
+    bus = BusFigures.of(_windows([24, 25, 23, 24, 26, 24, 23, 25, 24, 24]), before=_counted(0))
+    assert bus is not None and (bus.missed_cycles, bus.usual_missed_per_s, bus.stall_missed) == (242, 24.0, 2)
+    line = rate_line("bags/x", 74.0, 100.0, bus, load_average=2.2, cores=2, gap=StateGap(0.259, 10.5))
+    assert ("no joint state for 259 ms from 10.5 s: the driver missed only 2 cycles beyond its usual 24 a second: its "
+            "joint states did not reach the recording (the processes after it; load average 2.2 on 2 cores)") in line
+
+
+def test_a_stall_is_told_from_a_slow_bus_s_usual_missed_cycles() -> None:
+    bus = BusFigures.of(_windows([24, 24, 23, 24, 40, 35, 25, 24]), before=_counted(0))
+    assert bus is not None and bus.stall_missed == 27  # 16 + 11 over two windows
+    line = rate_line("bags/x", 72.0, 100.0, bus, load_average=0.6, cores=2, gap=StateGap(0.3, 4.2))
+    assert "from 4.2 s: the driver missed 27 cycles beyond its usual 24 a second with no bus retries or timeouts" in line
+
+
+def test_a_gap_the_driver_sampled_through_is_put_after_the_driver() -> None:
+    """The 259 ms gap above: the recorded joint states' stamps were never more than 19 ms apart (the driver sampled
+    all along) while they, and the policy's commands, reached the recorder 232–266 ms apart."""
+    bus = BusFigures.of(_windows([24, 25, 23, 24, 50, 24, 23, 25]), before=_counted(0))
+    line = rate_line("bags/x", 74.0, 100.0, bus, load_average=2.2, cores=2, gap=StateGap(0.259, 10.5, sampled_s=0.013))
+    assert ("no joint state for 259 ms from 10.5 s: the driver sampled the servos all along (the states around it "
+            "13 ms apart by their stamps): its joint states were held up after it (the processes after it or the "
+            "machine, load average 2.2 on 2 cores)") in line
+    stalled_driver = rate_line("bags/x", 74.0, 100.0, bus, 2.2, 2, gap=StateGap(0.259, 10.5, sampled_s=0.26))
+    assert "the driver missed 26 cycles beyond its usual 24 a second with no bus retries or timeouts" in stalled_driver
+
+
 def test_a_gap_under_ten_driver_periods_is_no_stall() -> None:
     bus = BusFigures.of([_counted(8)], before=_counted(0))
     assert "WARNING" not in rate_line("bags/x", 99.0, 100.0, bus, 0.5, 2, gap=StateGap(0.099, 3.0))

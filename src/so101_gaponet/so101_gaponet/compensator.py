@@ -81,6 +81,20 @@ ENCODER_ROUNDING = math.pi / LEROBOT_STEPS_PER_TURN * (1.0 + 1e-6)
 # lift and elbow from 62 / 55 to 27 / 24 % on the arm it was developed on (research notes).
 FILTER_HOLD = 0.05
 ENCODER_STEP = 2.0 * math.pi / LEROBOT_STEPS_PER_TURN
+# The model's Δ per joint is scaled by how much lead the arm it drives needs (Compensator._adapt_lead): a model trained
+# on one arm leads a stiffer arm too much (it overshoots the reference) and a softer or slower one too little. A
+# normalised LMS on the tracking error against the model's Δ of LEAD_DELAY_STEPS before (the servo's response to a
+# goal comes a few steps later), both less their 1 s means (the integral's offsets are not the lead's), while the
+# reference moves and the safety filter passes the goal. Chosen on the validation arms (population~1000…1007, the
+# four evaluation motions): rate 0.004 per step (~5 s to adapt), 3 steps of delay; 0.002, 0.008 and 5 steps were
+# level or worse there (research notes, "A lead adapted in context").
+LEAD_ADAPTATION_RATE = 0.004
+LEAD_DELAY_STEPS = 3
+LEAD_SCALE_RANGE = (0.3, 1.5)
+# (rad²) the power of Δ's variation under which the normalisation holds the rate down: (5 mrad)², so a Δ that barely
+# varies (a joint nearly at rest) does not move the scale by its noise
+LEAD_POWER_FLOOR = 2.5e-5
+LEAD_MEAN_S = 1.0  # the running means' time constant (s)
 # Where a joint is after the policy's reference last reversed (Compensator._overshoots: who learns a reversal's overshoot).
 SETTLED = 0  # nothing to watch: before any reversal, or once the reversal's transient is over
 REVERSED = 1  # the reference reversed and is still at its turning point
@@ -378,6 +392,11 @@ class Compensator:
         self._play: list[float | None] = [None] * joints  # the play operator's output: the reference less its play
         self._slow = [False] * joints  # reference and arm both (nearly) still this step
         self._reversal = [SETTLED] * joints  # where each joint is after the reference's last reversal
+        # the lead's scale per joint and its estimator's running means: the tracking error, the model's Δ, and the
+        # power of Δ's variation (_adapt_lead); the model's Δ of the last LEAD_DELAY_STEPS + 1 steps, newest last
+        self._lead_scale = [1.0] * joints
+        self._lead_means = [[0.0, 0.0, 0.0] for _ in range(joints)]
+        self._raw_before: deque[list[float]] = deque(maxlen=LEAD_DELAY_STEPS + 1)
         self._bounds = self.delta_bounds.tolist()
         self._gains = self.feedback_gain.tolist()
         self._feedback_on = bool(self.feedback_gain.any())
@@ -629,7 +648,14 @@ class Compensator:
         shaped = self._delta.tolist()
         clipped = slew_limited = out_of_bounds = False
         keep, slew, guard, held, (lowest, highest) = self._keep, self._slew, self.guard, self._held, self._span
-        for j, (wanted, target, bound, gain) in enumerate(zip(raw.tolist(), command.tolist(), self._bounds, self._gains, strict=True)):
+        raws = raw.tolist()
+        self._raw_before.append(raws)
+        driving = self._raw_before[0]  # the model's Δ whose effect this step's error shows
+        lead_scale, share = self._lead_scale, min(1.0, step_s / LEAD_MEAN_S)
+        for j, (wanted, target, bound, gain) in enumerate(zip(raws, command.tolist(), self._bounds, self._gains, strict=True)):
+            if previous and fresh[j] and not held[j] and abs(target - previous[j]) > ENCODER_ROUNDING:
+                self._adapt_lead(j, position[j] - previous[j], driving[j], share)
+            wanted *= lead_scale[j]
             out_of_bounds |= abs(wanted) > bound
             scale = 1.0
             if guard is not None:
@@ -698,6 +724,19 @@ class Compensator:
         self._stats.clipped_steps += clipped
         self._stats.slew_limited_steps += slew_limited
         self._stats.out_of_bounds_steps += out_of_bounds
+
+    def _adapt_lead(self, j: int, error: float, delta: float, share: float) -> None:
+        """One normalised LMS step of joint ``j``'s lead scale (:data:`LEAD_ADAPTATION_RATE`): ``error`` is the arm
+        less where the sim is (the previous command), ``delta`` the model's Δ that drove it (unscaled), ``share``
+        the running means' weight per step. An arm ahead of the reference where Δ leads (their variations alike)
+        takes less of Δ, one behind it more, within :data:`LEAD_SCALE_RANGE`."""
+        means = self._lead_means[j]
+        means[0] += share * (error - means[0])
+        means[1] += share * (delta - means[1])
+        varying = delta - means[1]
+        means[2] += share * (varying * varying - means[2])
+        scale = self._lead_scale[j] - LEAD_ADAPTATION_RATE * (error - means[0]) * varying / (means[2] + LEAD_POWER_FLOOR)
+        self._lead_scale[j] = min(max(scale, LEAD_SCALE_RANGE[0]), LEAD_SCALE_RANGE[1])
 
     def _overshoots(self, j: int, error: float, velocity: float) -> bool:
         """Whether joint ``j``'s error this step is the overshoot of the reference's last reversal (the side in force
@@ -792,6 +831,9 @@ class Compensator:
         self._play = [None] * joints
         self._side = [0] * joints
         self._slow = [False] * joints
+        self._lead_scale = [1.0] * joints
+        self._lead_means = [[0.0, 0.0, 0.0] for _ in range(joints)]
+        self._raw_before.clear()
 
     def _clear_integrals(self) -> None:
         for row in self._integrals:
@@ -835,6 +877,7 @@ class Compensator:
             "feedback_gain": [round(float(g), 4) for g in self.feedback_gain],
             "feedback_correction": [round(self._integrals[side][j], 5) for j, side in enumerate(self._side)],
             "direction_play": self.direction_play,
+            "lead_scale": [round(scale, 3) for scale in self._lead_scale],
             "last_delta": [round(float(d), 5) for d in self._delta],
             "guard": "off" if self.guard is None else "on",
         }

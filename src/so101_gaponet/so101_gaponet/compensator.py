@@ -82,7 +82,8 @@ ENCODER_ROUNDING = math.pi / LEROBOT_STEPS_PER_TURN * (1.0 + 1e-6)
 FILTER_HOLD = 0.05
 ENCODER_STEP = 2.0 * math.pi / LEROBOT_STEPS_PER_TURN
 # The model's Δ per joint is scaled by how much lead the arm it drives needs (Compensator._adapt_lead): a model trained
-# on one arm leads a stiffer arm too much (it overshoots the reference) and a softer or slower one too little. A
+# on one arm leads some arms too much (they overshoot the reference: the shipped model on an arm whose servos' D gain
+# is 0.42 of the default's) and others too little. A
 # normalised LMS on the tracking error against the model's Δ of LEAD_DELAY_STEPS before (the servo's response to a
 # goal comes a few steps later), both less their 1 s means (the integral's offsets are not the lead's), while the
 # reference moves and the safety filter passes the goal. Chosen on the validation arms (population~1000…1007, the

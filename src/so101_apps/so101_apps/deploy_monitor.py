@@ -9,6 +9,7 @@ from sensor_msgs.msg import JointState
 from so101_apps.arm_watch import ArmWatch
 from so101_common import topics
 from so101_ros.diagnostics import status_entries
+from so101_ros.stamps import stamp_or
 
 __all__ = ["DeployMonitor"]
 
@@ -31,8 +32,7 @@ class DeployMonitor:
         return self._clock.now().nanoseconds * 1e-9
 
     def _on_state(self, msg: JointState) -> None:
-        stamp = msg.header.stamp
-        self.watch.on_state(msg.name, msg.position, self.now(), stamp.sec + stamp.nanosec * 1e-9)
+        self.watch.on_state(msg.name, msg.position, self.now(), stamp_or(msg.header.stamp, None))
 
     def _on_command(self, msg: JointState) -> None:
         self.watch.on_command(msg.name, msg.position)

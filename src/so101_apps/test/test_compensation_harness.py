@@ -23,9 +23,11 @@ from so101_bringup.share import config_dir, models_dir
 from so101_common.joints import JOINT_NAMES, JOINTS
 from so101_common.sage import read_motion_file
 from so101_common.trajectory import JointTrajectory
+from so101_gaponet import compensator as core
 from so101_gaponet.compensator import Compensator, CompensatorConfig, GuardSettings
 from so101_gaponet.model_file import load_model
 from so101_gaponet.runtime import GapModel
+from so101_virtual.population import ArmPopulation
 from so101_virtual.profiles import load_profile, profile_from_dict
 
 SHIPPED = models_dir() / "gaponet_so101_default.onnx"
@@ -115,9 +117,6 @@ def test_the_model_s_lead_adapts_to_the_arm_it_drives(monkeypatch: pytest.Monkey
     """On `population~1007` (a validation arm: its servos' D gain × 0.42, the shipped model's lead makes it overshoot)
     the whole multisine: each joint's lead scale comes down, and the lift tracks the MuJoCo replay at least twice as
     close as with the model's lead as it is (measured: 7.3 against 19.3 mrad, scale 0.35)."""
-    from so101_gaponet import compensator as core
-    from so101_virtual.population import ArmPopulation
-
     arm, model = ArmPopulation().draw(1007), load_model(SHIPPED)
     motion = read_motion_file(config_dir() / "motions" / "multisine.txt")
     motion = JointTrajectory(motion.time, motion.position, names=JOINT_NAMES)
@@ -154,8 +153,6 @@ def test_the_guard_leaves_no_joint_worse_than_uncompensated_under_a_wrong_model(
     tracks the sim worse than without compensation, and the events are in the core's diagnostics. The guard is
     judged alone: the lead's adaptation, which by itself scales this model's Δ down (the elbow then tracks at 1.04 of
     its error without compensation instead of more than 1.2), is off."""
-    from so101_gaponet import compensator as core
-
     monkeypatch.setattr(core, "LEAD_ADAPTATION_RATE", 0.0)
     full = read_motion_file(config_dir() / "motions" / "multisine.txt")  # a real SAGE motion
     motion = JointTrajectory(full.time[:1000], full.position[:1000], names=JOINT_NAMES)  # its first 20 s

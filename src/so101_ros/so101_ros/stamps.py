@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
 __all__ = ["seconds", "stamp_or"]
 
@@ -12,6 +12,9 @@ def seconds(time: Any) -> float:
     return time.sec + time.nanosec * 1e-9
 
 
-def stamp_or(stamp: Any, default: float) -> float:
+_Default = TypeVar("_Default", float, None)
+
+
+def stamp_or(stamp: Any, default: _Default) -> float | _Default:
     """A header stamp in seconds, or ``default`` for an unset stamp (zero: the sender did not stamp it)."""
     return seconds(stamp) if stamp.sec or stamp.nanosec else default

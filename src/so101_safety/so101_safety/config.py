@@ -67,8 +67,8 @@ class SafetyConfig(StrictModel):
     watchdog_timeout: Number = Field(0.5, gt=0, description="s without an accepted command (or a measured state) → hold")
     smoothing_cutoff_hz: Number = Field(0.0, ge=0, description="first-order low-pass on the target before rate limiting; 0 = off")
     gripper_load_limit: Number = Field(
-        GRIPPER.overload - GRASP_LOAD_MARGIN, ge=0, description="fraction of max effort above which, held for "
-        "gripper_load_hold, the gripper is grasping (stops closing, eases to gripper_grasp_squeeze); below its servo's "
+        GRIPPER.overload - GRASP_LOAD_MARGIN, ge=0, description="fraction of max effort pushing the gripper closed above "
+        "which, held for gripper_load_hold, the gripper is grasping (stops closing, eases to gripper_grasp_squeeze); below its servo's "
         f"overload protection (LeRobot's gripper: Overload_Torque {GRIPPER.overload * 100:g} %, torque capped at 50 %); 0 = off")
     gripper_load_hysteresis: Number = Field(
         0.15, ge=0, description="a grasp is released below gripper_load_limit − this (an object held at "

@@ -140,8 +140,9 @@ class SafetyFilter:
         self._measured = [_NAN] * n
         self._measured_time = [-math.inf] * n
         self._measured_speed = [0.0] * n  # rad/s, from the same joint state as the position (0 when it has none)
-        # |effort| as a fraction of max effort and its stamp, per joint (the gripper's load; a limp servo's 0), and
-        # the stamp of the first reading of the joint's current run of readings below limp_load (inf: not in one)
+        # effort as a signed fraction of max effort (+: driving the joint's angle up) and its stamp, per joint (the
+        # gripper's load; a limp servo's 0), and the stamp of the first reading of the joint's current run of readings
+        # whose magnitude is below limp_load (inf: not in one)
         self._load = [_NAN] * n
         self._load_time = [-math.inf] * n
         self._unloaded_since = [math.inf] * n
@@ -477,7 +478,11 @@ class SafetyFilter:
             return
         timeout = self.config.gripper_load_timeout
         g = self._gripper
-        load = self._load[g] if abs(now - self._load_time[g]) <= timeout else None
+        # a grasp is the servo pushing its fingers closed (closing = decreasing angle) onto what stops them. A load
+        # the other way is the gripper pushed open against friction or a stop, which not closing cannot relieve:
+        # counted as a grasp (measured, a sticky gripper on a held-out arm), the output stayed open of the gripper,
+        # whose push open kept the load above the release threshold and the gripper stuck for the rest of the motion
+        load = -self._load[g] if abs(now - self._load_time[g]) <= timeout else None
         if load is not None and load > limit:
             position = self._measured[g]
             if self._gripper_loaded_since is None or not abs(position - self._gripper_loaded_at) <= GRASP_TRAVEL:
@@ -507,7 +512,7 @@ class SafetyFilter:
             if clipped:
                 reasons.append(f"clipped to position limits: {', '.join(clipped)}")
             if self._gripper_limited:
-                reasons.append(f"gripper grasping (load above {self.config.gripper_load_limit:.2f} for "
+                reasons.append(f"gripper grasping (closing load above {self.config.gripper_load_limit:.2f} for "
                                f"{self.config.gripper_load_hold:g} s, the gripper still): not closing further, squeeze "
                                f"{self.config.gripper_grasp_squeeze:g} rad")
         if restarted:
@@ -586,8 +591,8 @@ class SafetyFilter:
             if efforts:
                 effort = _as_float(efforts[k])
                 if math.isfinite(effort):
-                    load = abs(effort) / self._limits[i].max_effort
-                    if load >= self.config.limp_load:
+                    load = effort / self._limits[i].max_effort
+                    if abs(load) >= self.config.limp_load:
                         self._unloaded_since[i] = math.inf
                     elif self._unloaded_since[i] == math.inf:  # the first of a run of no-load readings
                         self._unloaded_since[i] = t

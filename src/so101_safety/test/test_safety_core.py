@@ -309,6 +309,29 @@ def test_a_free_gripper_under_the_same_load_is_no_grasp():
     assert out.positions[5] == pytest.approx(-0.1)  # where the policy sent it
 
 
+def test_a_gripper_pushed_open_and_held_is_no_grasp_and_may_close():
+    """A sticky gripper the output pushes open: it stays put while its servo's load climbs the other way (the
+    opening way, its effort positive). That is no grasp, which not closing would not relieve: the output closes
+    again when the policy closes (measured on a held-out arm: counted as a grasp, the gripper stayed stuck open
+    for the rest of the motion)."""
+    config = SafetyConfig()
+    f = make(config, measured=ARM)
+    run(f, 0.0, 0.2, command=(["gripper"], [0.6]), measured=FOLLOW)
+    t = 0.2
+    while t < 1.2:  # stuck at 0.6 while the policy opens to 1.2: the servo pushes open at half its torque
+        t = round(t + DT, 6)
+        f.on_command(["gripper"], [1.2], t)
+        _gripper_measured(f, 0.6, -0.5, t)
+        assert not f.step(t).gripper_limited, t
+    while t < 1.6:  # the policy closes; the gripper, still stuck, is pushed closed but not yet for the hold time
+        t = round(t + DT, 6)
+        f.on_command(["gripper"], [0.2], t)
+        _gripper_measured(f, 0.6, 0.1, t)
+        out = f.step(t)
+    # it closes past where a grasp would keep it (no further closed than 0.6 − the squeeze), to the leash's bound
+    assert not out.gripper_limited and out.positions[5] < 0.25
+
+
 def test_gripper_load_from_measured_effort_and_staleness():
     config = SafetyConfig(gripper_load_limit=0.5, gripper_load_timeout=0.5, gripper_load_hold=0.0)
     f = make(config)

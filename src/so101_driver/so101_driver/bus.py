@@ -27,9 +27,11 @@ measured: a servo that does not answer within it is not coming either). A SYNC_R
 twice the bus's usual latency (a running mean of the first replies' latency) plus that gap, when that is longer
 than ``timeout_ms``: behind an adapter whose own latency is most of ``timeout_ms`` (a USB-serial latency timer of
 16 ms against 20), a reply held up a few ms by a loaded machine is late, not lost; single-servo transactions (a torque
-toggle while the arm runs) get the same allowance. After a transaction that timed out, the next single-servo
-transaction first waits out its late reply (up to one more allowance, or until the line is quiet after it): taken
-for the next one's answer, a read of another register of the same servo read the earlier register's value. Work
+toggle while the arm runs) get the same allowance. After a transaction that timed out, the next transaction, a
+sync read included, first waits out its late reply (up to one more allowance, or until the line is quiet after it):
+taken for the next one's answer, a read of another register of the same servo read the earlier register's value,
+and the next cycle's sync read took the servo's position of the cycle before for its own. A servo that stays
+silent (unplugged, off) is waited for once, when it falls silent, not every cycle after. Work
 that is not timed (configuring the servos and switching torque at start, before the bus's latency is known) runs
 under :meth:`FeetechBus.patient`: LeRobot's 50 ms and retries. Every retry, timeout and malformed packet is counted
 in :attr:`FeetechBus.counters` (the driver reports them per second).
@@ -121,6 +123,7 @@ class FeetechBus:
         self.usual_latency_s: float | None = None  # running mean of the first reply's latency to a sync read
         # a transaction timed out: its reply may still come until then (monotonic s), and is waited out first
         self._late_until = 0.0
+        self._silent: set[int] = set()  # servos that did not answer their latest sync read
 
     # --- connection -----------------------------------------------------------------------------
 
@@ -371,6 +374,8 @@ class FeetechBus:
         allowance_ms = self.reply_allowance_ms()
         until = None if budget_s is None else time.monotonic() + budget_s
         with self._lock:
+            if time.monotonic() < self._late_until:
+                drain_until_quiet(port, self._late_until, self.reply_gap_ms / 1000.0)
             while missing and tries <= max_retries:
                 if tries and until is not None:  # a retry must end in time, or it is not worth starting
                     left_ms = 1000.0 * (until - time.monotonic()) - self._timeout_s(
@@ -398,8 +403,9 @@ class FeetechBus:
                 if missing:
                     self.log.debug("sync read: no reply from %s (try %d/%d, %d corrupt packets)",
                                  missing, tries, max_retries + 1, corrupt)
-        if missing:  # their replies may still come: a single-servo transaction waits them out first
-            self._late_until = time.monotonic() + allowance_ms / 1000.0
+            if not self._silent.issuperset(missing):  # a servo that answered until now may still: waited out next
+                self._late_until = time.monotonic() + allowance_ms / 1000.0
+            self._silent = (self._silent | set(missing)) - set(feedback)
         failures: dict[int, BusError] = {}
         for servo_id in missing:
             failures[servo_id] = (CorruptPacket(servo_id, tries, "sync read of the feedback block") if corrupt

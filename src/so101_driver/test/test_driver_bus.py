@@ -7,6 +7,7 @@ import logging
 import pytest
 
 from so101_common.joints import OVERLOAD_PROTECTION_S, joint_by_id
+from so101_driver import bus as bus_module
 from so101_driver.bus import Feedback, FeetechBus, ScanResult
 from so101_driver.errors import BusTimeout, CorruptPacket, PortError, ServoError
 from so101_feetech.control_table import MODEL_NUMBER_STS3215, ErrorBit, Register
@@ -332,6 +333,42 @@ def test_a_late_feedback_reply_is_not_taken_for_a_reads_answer(link, faults, ser
         assert not feedback and set(failures) == {1}
         with slow.patient():
             assert slow.read(Register.Lock, 1) == 1
+
+
+def test_a_late_feedback_reply_is_not_taken_for_the_next_sync_reads(link, faults, servos):
+    """A sync read that timed out behind a slow adapter: its reply still comes, during the next cycle's sync read.
+    Taken for that read's answer, the servo's position was the cycle before's, stamped as this cycle's."""
+    servos[1].set(Register.Present_Position, 1000)
+    with FeetechBus(link.device_path, timeout_ms=25.0, retries=0) as slow:
+        faults.set_extra_latency(0.030)  # past the 25 ms deadline
+        feedback, failures = slow.sync_read_feedback_partial([1])
+        assert not feedback and set(failures) == {1}
+        servos[1].set(Register.Present_Position, 2000)  # the arm moved; the bus is quick again
+        faults.set_extra_latency(0.0)
+        feedback, failures = slow.sync_read_feedback_partial([1])
+        assert not failures and feedback[1].position == 2000
+
+
+def test_a_silent_servo_is_waited_for_once_when_it_falls_silent(bus, faults, monkeypatch):
+    """An unplugged servo's reply is not coming: the sync read after its first miss waits out a late reply, the ones
+    after do not (each would hold every cycle's goals back by a reply allowance)."""
+    waits = []
+    drain = bus_module.drain_until_quiet
+
+    def counted(*args):
+        waits.append(args)
+        drain(*args)
+
+    monkeypatch.setattr(bus_module, "drain_until_quiet", counted)
+    bus.sync_read_feedback_partial(IDS)
+    faults.unplug(2)
+    for _ in range(5):
+        feedback, failures = bus.sync_read_feedback_partial(IDS)
+        assert set(failures) == {2} and len(feedback) == 5
+    assert len(waits) == 1
+    faults.plug(2)
+    feedback, failures = bus.sync_read_feedback_partial(IDS)
+    assert not failures and len(feedback) == 6
 
 
 def test_dropped_reply_is_retried(bus, faults):

@@ -225,8 +225,9 @@ class Refinement:
         stop = ""
         if count >= self.settings.min_episodes and step.improvement is not None \
                 and step.improvement < self.settings.tolerance:
-            stop = (f"enough: the last episode improved validation by {step.improvement:.0%}, under "
-                    f"{self.settings.tolerance:.0%}")
+            stop = (f"enough: the last episode made validation {-step.improvement:.0%} worse, not better"
+                    if step.improvement < 0 else f"enough: the last episode improved validation by "
+                    f"{step.improvement:.0%}, under {self.settings.tolerance:.0%}")
         elif count >= self.settings.max_episodes:
             stop = f"the cap of {self.settings.max_episodes} episodes"
         elif halt:

@@ -98,3 +98,29 @@ def test_refinement_from_a_start_model_judges_the_first_episode_with_it(start, t
     assert second.loss is not None and second.previous_loss is not None and second.loss < second.previous_loss
     assert refinement.done and second.stop.startswith("enough")
     assert refinement.model.metadata.architecture["hidden"] == 16
+
+
+class _ScriptedTrainer:
+    """A model is the number of episodes it was trained on, and its loss on any episode is scripted."""
+
+    start = None
+    start_label = "no model"
+
+    def __init__(self, losses: dict[int, float]) -> None:
+        self.losses = losses
+
+    def train(self, episodes) -> int:
+        return len(episodes)
+
+    def loss(self, model: int, episode: PairedDataset) -> float:
+        return self.losses[model]
+
+
+def test_refinement_says_when_more_excitation_made_the_model_worse() -> None:
+    """The model trained on two episodes does 20 % worse on the third than the one trained on one: collection
+    stops, and the line says the episode made validation worse, not that it "improved it by −20 %"."""
+    refinement = Refinement(_ScriptedTrainer({1: 1.0, 2: 1.2}))
+    episode = PairedDataset(rate_hz=50.0)  # (the scripted trainer does not read it)
+    steps = [refinement.add(episode) for _ in range(3)]
+    assert [bool(step.stop) for step in steps] == [False, False, True]
+    assert steps[-1].stop == "enough: the last episode made validation 20% worse, not better"

@@ -3,8 +3,10 @@
 How many excitation episodes an arm needs is measured, not fixed: episodes arrive one at a time
 (:meth:`Refinement.add`) and each new episode — data no model has seen — judges the models trained before it.
 The model trained on ``k − 1`` episodes is compared with the one trained on ``k − 2`` on episode ``k``: when
-the episode before brought less than ``tolerance`` of improvement in that validation loss, more of the same
-excitation is not worth its time and collection stops; it stops in any case at ``max_episodes``. The model
+the episode before changed that validation loss by less than ``tolerance`` either way, more of the same excitation
+is not worth its time and collection stops; it stops in any case at ``max_episodes``. An episode that made the
+model worse by more than that is no sign of enough: the models are not settled yet (a model fine-tuned on one
+episode from a start model overfits it), and collection goes on. The model
 returned is trained on every episode collected.
 
 What is trained is an :class:`EpisodeTrainer`: :class:`ArmTrainer` (the arm's own compensator, ``joint_mlp``,
@@ -41,7 +43,7 @@ class RefineSettings:
 
     min_episodes: int = 2  # no stop before this many episodes
     max_episodes: int = 5  # the cap
-    tolerance: float = 0.05  # an episode that lowers the next one's validation loss by less than this share: enough
+    tolerance: float = 0.05  # an episode that changes the next one's validation loss by less than this share: enough
     epochs: int = 30  # measured on validation arms: 15 epochs at 1e-3 left stiff arms' lift 7 points lower
     learning_rate: float = 3e-3
     seed: int = 0
@@ -223,11 +225,11 @@ class Refinement:
         count = len(self._episodes)
         step = RefineStep(count, loss, previous, "", self.trainer.start_label)
         stop = ""
-        if count >= self.settings.min_episodes and step.improvement is not None \
-                and step.improvement < self.settings.tolerance:
-            stop = (f"enough: the last episode made validation {-step.improvement:.0%} worse, not better"
-                    if step.improvement < 0 else f"enough: the last episode improved validation by "
-                    f"{step.improvement:.0%}, under {self.settings.tolerance:.0%}")
+        improvement, tolerance = step.improvement, self.settings.tolerance
+        if count >= self.settings.min_episodes and improvement is not None and abs(improvement) < tolerance:
+            stop = (f"enough: the last episode made validation {-improvement:.0%} worse, within {tolerance:.0%}"
+                    if improvement < 0 else
+                    f"enough: the last episode improved validation by {improvement:.0%}, under {tolerance:.0%}")
         elif count >= self.settings.max_episodes:
             stop = f"the cap of {self.settings.max_episodes} episodes"
         elif halt:

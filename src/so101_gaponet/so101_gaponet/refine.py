@@ -78,11 +78,15 @@ class RefineStep:
         if self.loss is None:
             text += "no model to judge it with yet"
         else:
-            model = self.start_label if self.episodes == 1 else f"the model trained on {self.episodes - 1}"
-            text += f"validation loss {self.loss:.4g} with {model}"
-        if self.improvement is not None:
-            text += f" ({self.improvement:+.0%} against the model before)"
+            text += f"validation loss {self.loss:.4g} with {self._model_label(self.episodes - 1)}"
+        improvement = self.improvement
+        if improvement is not None:  # said as lower or higher: a signed share of a loss reads either way
+            text += (f" ({abs(improvement):.0%} {'lower' if improvement >= 0 else 'higher'} than with "
+                     f"{self._model_label(self.episodes - 2)})")
         return text + (f"; {self.stop}" if self.stop else "; collecting more")
+
+    def _model_label(self, episodes: int) -> str:
+        return self.start_label if episodes == 0 else f"the model trained on {episodes}"
 
 
 class EpisodeTrainer(Protocol):

@@ -127,3 +127,14 @@ def test_refinement_goes_on_while_more_excitation_makes_the_model_worse() -> Non
     assert steps[-1].stop == "enough: the last episode improved validation by 2%, under 5%"
     within = Refinement(_ScriptedTrainer({1: 1.0, 2: 1.03}))
     assert [within.add(episode).stop for _ in range(3)][-1] == "enough: the last episode made validation 3% worse, within 5%"
+
+
+def test_the_progress_line_says_whether_the_newer_model_did_better_or_worse_and_than_which() -> None:
+    """The loss share is said as lower or higher than with the model one episode older ("+20 %" read either way)."""
+    episode = PairedDataset(rate_hz=50.0)  # (the scripted trainer does not read it)
+    refinement = Refinement(_ScriptedTrainer({1: 1.0, 2: 1.2, 3: 0.9}))
+    steps = [refinement.add(episode) for _ in range(4)]
+    assert steps[2].line("excitation-2").endswith(
+        "validation loss 1.2 with the model trained on 2 (20% higher than with the model trained on 1); collecting more")
+    assert steps[3].line("excitation-3").endswith(
+        "validation loss 0.9 with the model trained on 3 (25% lower than with the model trained on 2); collecting more")

@@ -116,7 +116,7 @@ def test_shipped_compensator_cuts_every_joint_s_gap_on_an_arm_and_a_motion_it_ne
 def test_the_model_s_lead_adapts_to_the_arm_it_drives(monkeypatch: pytest.MonkeyPatch) -> None:
     """On `population~1007` (a validation arm: its servos' D gain × 0.42, the shipped model's lead makes it overshoot)
     the whole multisine: each joint's lead scale comes down, and the lift tracks the MuJoCo replay at least twice as
-    close as with the model's lead as it is (measured: 7.3 against 19.3 mrad, scale 0.35)."""
+    close as with the model's lead as it is (measured: 7.1 against 19.3 mrad, scale 0.40)."""
     arm, model = ArmPopulation().draw(1007), load_model(SHIPPED)
     motion = read_motion_file(config_dir() / "motions" / "multisine.txt")
     motion = JointTrajectory(motion.time, motion.position, names=JOINT_NAMES)

@@ -31,7 +31,7 @@ import math
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 import numpy as np
 
@@ -83,9 +83,9 @@ FILTER_HOLD = 0.05
 ENCODER_STEP = 2.0 * math.pi / LEROBOT_STEPS_PER_TURN
 # The model's Δ per joint is scaled by how much lead the arm it drives needs (Compensator._adapt_lead): a model trained
 # on one arm leads some arms too much (they overshoot the reference: the shipped model on an arm whose servos' D gain
-# is 0.42 of the default's) and others too little. A
-# normalised LMS on the tracking error against the model's Δ of LEAD_DELAY_STEPS before (the servo's response to a
-# goal comes a few steps later), both less their 1 s means (the integral's offsets are not the lead's), while the
+# is 0.42 of the default's) and others too little. A normalised LMS on the tracking error against the model's Δ of
+# LEAD_DELAY_STEPS before (the servo's response to a goal comes a few steps later; both placed by the sample's stamp:
+# Compensator._lead_alignment), both less their 1 s means (the integral's offsets are not the lead's), while the
 # reference moves and the safety filter passes the goal. Chosen on the validation arms (population~1000…1007, the
 # four evaluation motions): rate 0.004 per step (~5 s to adapt), 3 steps of delay; 0.002, 0.008 and 5 steps were
 # level or worse there (research notes, "A lead adapted in context").
@@ -96,11 +96,29 @@ LEAD_SCALE_RANGE = (0.3, 1.5)
 # varies (a joint nearly at rest) does not move the scale by its noise
 LEAD_POWER_FLOOR = 2.5e-5
 LEAD_MEAN_S = 1.0  # the running means' time constant (s)
+# Steps of (time, command, Δ) kept to place a sample among them: the oldest sample a history row waits for, and the
+# lead's delay before it
+LEAD_LOG_STEPS = MAX_UNCOVERED_STEPS + LEAD_DELAY_STEPS + 1
 # Where a joint is after the policy's reference last reversed (Compensator._overshoots: who learns a reversal's overshoot).
 SETTLED = 0  # nothing to watch: before any reversal, or once the reversal's transient is over
 REVERSED = 1  # the reference reversed and is still at its turning point
 FOLLOWING = 2  # the reference moves the new way
 OVERSHOOTING = 3  # the arm went past the reference the new way, moving that way: the jump of the correction was too large
+
+
+def _at(log: deque[tuple[float, list[float], list[float]]], when: float, field: Literal[1, 2]) -> list[float]:
+    """``field`` (1: the command, 2: the model's Δ) of the steps in ``log`` at time ``when``, linear between the two
+    steps around it; the oldest or newest step's outside them."""
+    later = log[-1]
+    if when >= later[0]:
+        return later[field]
+    for index in range(len(log) - 2, -1, -1):
+        earlier = log[index]
+        if earlier[0] <= when:
+            share = (when - earlier[0]) / (later[0] - earlier[0]) if later[0] > earlier[0] else 1.0
+            return [a + share * (b - a) for a, b in zip(earlier[field], later[field], strict=True)]
+        later = earlier
+    return later[field]
 
 
 def default_load_limit(name: str) -> tuple[float, float]:
@@ -398,6 +416,9 @@ class Compensator:
         self._lead_scale = [1.0] * joints
         self._lead_means = [[0.0, 0.0, 0.0] for _ in range(joints)]
         self._raw_before: deque[list[float]] = deque(maxlen=LEAD_DELAY_STEPS + 1)
+        # (the step's time, the policy's command, the model's Δ) of the recent steps, oldest first: where the newest
+        # sample's instant lies among them (_lead_alignment)
+        self._steps_log: deque[tuple[float, list[float], list[float]]] = deque(maxlen=LEAD_LOG_STEPS)
         self._bounds = self.delta_bounds.tolist()
         self._gains = self.feedback_gain.tolist()
         self._feedback_on = bool(self.feedback_gain.any())
@@ -542,7 +563,7 @@ class Compensator:
             if any(self._held):
                 self._span = (rows.min(axis=0).tolist(), rows.max(axis=0).tolist())
             if np.isfinite(raw).all():
-                self._feedback_and_shape(raw, command)
+                self._feedback_and_shape(raw, command, now)
                 compensated = True
             else:
                 fault = True
@@ -575,7 +596,7 @@ class Compensator:
                 rows[1 + len(ahead):] = ahead[-1]
         return rows
 
-    def _feedback_and_shape(self, raw: np.ndarray, command: np.ndarray) -> None:
+    def _feedback_and_shape(self, raw: np.ndarray, command: np.ndarray, now: float | None = None) -> None:
         """The step after the model, per joint: which way the reference moves, the integral feedback, and
         Δ's shaping (bound, low-pass, slew limit) into ``self._delta``.
 
@@ -652,13 +673,15 @@ class Compensator:
         shaped = self._delta.tolist()
         clipped = slew_limited = out_of_bounds = False
         keep, slew, guard, held, (lowest, highest) = self._keep, self._slew, self.guard, self._held, self._span
-        raws = raw.tolist()
+        raws, targets = raw.tolist(), command.tolist()
         self._raw_before.append(raws)
-        driving = self._raw_before[0]  # the model's Δ whose effect this step's error shows
+        if now is not None:
+            self._steps_log.append((now, targets, raws))
+        aligned = self._lead_alignment(previous) if previous and any(fresh) else None
         lead_scale, share = self._lead_scale, min(1.0, step_s / LEAD_MEAN_S)
-        for j, (wanted, target, bound, gain) in enumerate(zip(raws, command.tolist(), self._bounds, self._gains, strict=True)):
-            if previous and fresh[j] and not held[j] and abs(target - previous[j]) > ENCODER_ROUNDING:
-                self._adapt_lead(j, position[j] - previous[j], driving[j], share)
+        for j, (wanted, target, bound, gain) in enumerate(zip(raws, targets, self._bounds, self._gains, strict=True)):
+            if aligned is not None and fresh[j] and not held[j] and abs(target - previous[j]) > ENCODER_ROUNDING:
+                self._adapt_lead(j, position[j] - aligned[0][j], aligned[1][j], share)
             wanted *= lead_scale[j]
             out_of_bounds |= abs(wanted) > bound
             scale = 1.0
@@ -731,9 +754,30 @@ class Compensator:
         self._stats.slew_limited_steps += slew_limited
         self._stats.out_of_bounds_steps += out_of_bounds
 
+    def _lead_alignment(self, previous: list[float]) -> tuple[list[float], list[float]] | None:
+        """What the newest sample's tracking error is judged against in :meth:`_adapt_lead`: the policy's command at
+        the instant the servos sampled it, and the model's Δ ``LEAD_DELAY_STEPS − 1`` steps before that instant, each
+        linear between the steps around it (from :attr:`_steps_log`).
+
+        Why by the sample's stamp: a sample reaches the core a bus round trip and the chain's hops after it was taken.
+        Judged against the previous step's command, the arm looks further behind the older its newest sample is, and
+        that lag's variation is Δ's own (a lead), so the LMS took it for too little lead: through ROS, behind a 9 ms
+        adapter (samples 17–20 ms old on arrival, about 5 ms more than in the harness), the scale ran to its bound of 1.5 and
+        the arm overshot the reference by 10–38 %. Where the sample is one step old this is the previous command and
+        the Δ of ``LEAD_DELAY_STEPS`` steps before, as the constants were chosen. Without step times or a stamp:
+        those. None (nothing to judge) while the steps logged do not reach back to that Δ: the first steps of
+        compensation, whose samples were taken before Δ was sent."""
+        stamp, log = self._measured_stamp, self._steps_log
+        if stamp is None or not log:
+            return previous, self._raw_before[0]
+        driven = stamp - (LEAD_DELAY_STEPS - 1) * self._step_s
+        if driven < log[0][0]:
+            return None
+        return _at(log, stamp, 1), _at(log, driven, 2)
+
     def _adapt_lead(self, j: int, error: float, delta: float, share: float) -> None:
         """One normalised LMS step of joint ``j``'s lead scale (:data:`LEAD_ADAPTATION_RATE`): ``error`` is the arm
-        less where the sim is (the previous command), ``delta`` the model's Δ that drove it (unscaled), ``share``
+        less where the sim is (the command in force when it was sampled), ``delta`` the model's Δ that drove it (unscaled), ``share``
         the running means' weight per step. An arm ahead of the reference where Δ leads (their variations alike)
         takes less of Δ, one behind it more, within :data:`LEAD_SCALE_RANGE`."""
         means = self._lead_means[j]
@@ -840,6 +884,7 @@ class Compensator:
         self._lead_scale = [1.0] * joints
         self._lead_means = [[0.0, 0.0, 0.0] for _ in range(joints)]
         self._raw_before.clear()
+        self._steps_log.clear()
 
     def _clear_integrals(self) -> None:
         for row in self._integrals:

@@ -15,6 +15,7 @@ from so101_common.joints import JOINT_NAMES, JOINTS
 from so101_gaponet.compensator import Compensator, CompensatorConfig, CompensatorError
 from so101_gaponet.metadata import ModelFileError
 from so101_gaponet.model_file import load_model, save_onnx
+from so101_gaponet.runtime import GapModel
 
 SHIPPED_MODEL = Path(__file__).resolve().parents[3] / "models" / "gaponet_so101_default.onnx"  # the workspace's models/: tests run from the source tree
 
@@ -458,3 +459,43 @@ def test_a_loaded_servo_does_not_stop_a_correction_that_would_relieve_it() -> No
         comp.update_measured(command - 0.01, np.zeros(6), stamp=i * step_s, effort=-0.9 * max_effort)
         comp.compensate(command, now=i * step_s)
     assert np.all(np.array(comp.status()["feedback_correction"]) > 0.005)
+
+
+class _LeadModel(GapModel):
+    """A look-ahead model with a known law: Δ = half the reference's change over the look-ahead (a lead, in phase
+    with the reference's velocity). The shipped model's file gives the layout (50 Hz, 8 command rows)."""
+
+    def delta(self, history: np.ndarray, commands: np.ndarray) -> np.ndarray:
+        return 0.5 * np.asarray(commands[-1] - commands[0], dtype=np.float64)
+
+    def run_normalised(self, history: np.ndarray, commands: np.ndarray) -> np.ndarray:
+        raise AssertionError("the core asks for delta()")
+
+
+def test_the_lead_is_judged_by_where_the_arm_was_when_sampled_however_late_the_sample_arrives() -> None:
+    """The lead's scale adapts to the arm, not to how late its samples reach the compensator. Through ROS behind a
+    9 ms adapter a sample is 17–20 ms old when it arrives, a few ms more than in the harness; judged against the
+    previous step's command, that age looked like an arm needing more lead and the scale ran to its bound (1.5):
+    the arm overshot the reference. Here an arm exactly where the reference was at each sample's instant keeps the
+    scale at 1 whether its samples arrive 20, 35 or 50 ms late (judged against the previous step's command: 1.0, then
+    1.5, the bound, at 35 and 50 ms), and an arm 40 ms behind the reference gets more lead at every age."""
+    shipped = load_model(SHIPPED_MODEL)
+    step = 1.0 / shipped.metadata.rate_hz
+    ahead = shipped.metadata.future_steps - 1
+
+    def reference(t: float) -> np.ndarray:  # a 0.5 Hz sine on every joint, around the middle of its range
+        return np.array([(j.lower + j.upper) / 2 for j in JOINTS]) + 0.3 * np.sin(np.pi * t)
+
+    def lead_scale(age: float, behind: float) -> np.ndarray:
+        comp = Compensator(CompensatorConfig(JOINT_NAMES, feedback_gain=(0.0,) * 6),
+                           _LeadModel(Path("lead"), shipped.metadata))
+        for k in range(500):  # 10 s
+            now = k * step
+            sampled = now - age
+            comp.update_measured(reference(sampled - behind), stamp=sampled)
+            comp.compensate(reference(now), now=now, upcoming=np.array([reference(now + i * step) for i in range(1, ahead + 1)]))
+        return np.array(comp.status()["lead_scale"])
+
+    for age in (0.02, 0.035, 0.05):
+        np.testing.assert_allclose(lead_scale(age, 0.0), 1.0, atol=0.01, err_msg=f"samples {age * 1e3:g} ms old")
+        assert np.all(lead_scale(age, 0.04) > 1.2), age

@@ -412,12 +412,11 @@ class Compensator:
         self._slow = [False] * joints  # reference and arm both (nearly) still this step
         self._reversal = [SETTLED] * joints  # where each joint is after the reference's last reversal
         # the lead's scale per joint and its estimator's running means: the tracking error, the model's Δ, and the
-        # power of Δ's variation (_adapt_lead); the model's Δ of the last LEAD_DELAY_STEPS + 1 steps, newest last
+        # power of Δ's variation (_adapt_lead)
         self._lead_scale = [1.0] * joints
         self._lead_means = [[0.0, 0.0, 0.0] for _ in range(joints)]
-        self._raw_before: deque[list[float]] = deque(maxlen=LEAD_DELAY_STEPS + 1)
-        # (the step's time, the policy's command, the model's Δ) of the recent steps, oldest first: where the newest
-        # sample's instant lies among them (_lead_alignment)
+        # (the step's time, NaN where the caller gave none; the policy's command; the model's Δ) of the recent
+        # compensated steps, oldest first: where the newest sample's instant lies among them (_lead_alignment)
         self._steps_log: deque[tuple[float, list[float], list[float]]] = deque(maxlen=LEAD_LOG_STEPS)
         self._bounds = self.delta_bounds.tolist()
         self._gains = self.feedback_gain.tolist()
@@ -674,9 +673,7 @@ class Compensator:
         clipped = slew_limited = out_of_bounds = False
         keep, slew, guard, held, (lowest, highest) = self._keep, self._slew, self.guard, self._held, self._span
         raws, targets = raw.tolist(), command.tolist()
-        self._raw_before.append(raws)
-        if now is not None:
-            self._steps_log.append((now, targets, raws))
+        self._steps_log.append((math.nan if now is None else now, targets, raws))
         aligned = self._lead_alignment(previous) if previous and any(fresh) else None
         lead_scale, share = self._lead_scale, min(1.0, step_s / LEAD_MEAN_S)
         for j, (wanted, target, bound, gain) in enumerate(zip(raws, targets, self._bounds, self._gains, strict=True)):
@@ -768,8 +765,8 @@ class Compensator:
         those. None (nothing to judge) while the steps logged do not reach back to that Δ: the first steps of
         compensation, whose samples were taken before Δ was sent."""
         stamp, log = self._measured_stamp, self._steps_log
-        if stamp is None or not log:
-            return previous, self._raw_before[0]
+        if stamp is None or math.isnan(log[-1][0]):
+            return previous, log[max(0, len(log) - 1 - LEAD_DELAY_STEPS)][2]
         driven = stamp - (LEAD_DELAY_STEPS - 1) * self._step_s
         if driven < log[0][0]:
             return None
@@ -883,7 +880,6 @@ class Compensator:
         self._slow = [False] * joints
         self._lead_scale = [1.0] * joints
         self._lead_means = [[0.0, 0.0, 0.0] for _ in range(joints)]
-        self._raw_before.clear()
         self._steps_log.clear()
 
     def _clear_integrals(self) -> None:

@@ -400,14 +400,20 @@ def test_intermittent_faults_and_supply_sag_show_on_diagnostics(arm, client):
         arm.fault(op="drop_fraction", fraction=0.05)
         arm.fault(op="voltage_sag", volts=3.0)
 
-        def bus_counts_faults() -> bool:
-            bus = client.diag(": bus")
-            return bus is not None and "bus faults" in bus[1] and float(bus[2]["timeouts_per_s"]) > 0
+        reports: list[tuple[int, str, dict[str, str]]] = []
 
-        assert wait_for(bus_counts_faults, timeout=20), client.diag(": bus")
-        level, _, values = client.diag(": bus")
+        def bus_counts_faults() -> bool:
+            # one report must show both: a lost reply is retried only while the cycle's budget allows, so on a
+            # loaded machine some windows hold timeouts and no retries
+            bus = client.diag(": bus")
+            if bus is None or "bus faults" not in bus[1]:
+                return False
+            reports.append(bus)
+            return float(bus[2]["timeouts_per_s"]) > 0 and float(bus[2]["retries_per_s"]) > 0
+
+        assert wait_for(bus_counts_faults, timeout=20), reports[-5:]
+        level, _, values = reports[-1]
         assert level >= 1 and values["configured_rate_hz"] == "100" and float(values["achieved_rate_hz"]) > 0
-        assert float(values["retries_per_s"]) > 0
         assert wait_for(lambda: "supply sagging" in client.diag(": shoulder_pan")[1], timeout=20), \
             client.diag(": shoulder_pan")
         assert client.diag(": shoulder_pan")[0] == 1

@@ -29,6 +29,7 @@ class Bench:
 
 BENCHES: tuple[Bench, ...] = (
     Bench("so101_apps.bench_driver"),
+    Bench("so101_virtual.bench"),
     Bench("so101_virtual.sysid.bench"),
     Bench("so101_safety.bench"),
     Bench("so101_gaponet.bench", "gaponet_so101_default.onnx"),

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, cast
 
 from so101_feetech.control_table import (
     MODEL_NUMBER_STS3215,
@@ -45,12 +45,22 @@ from so101_feetech.control_table import (
     Area,
     Register,
     decode_register,
+    decode_sign_magnitude,
     encode_register,
 )
 
 __all__ = ["ServoMemory", "make_servos", "FACTORY_DEFAULTS", "STEPS_PER_TURN", "EEPROM_END"]
 
 STEPS_PER_TURN = 4096
+# Where the firmware side writes, looked up once: the physics writes the feedback of six servos every
+# firmware pass (1 kHz), and going through the Register enum for each value was most of its cost.
+_FEEDBACK_LAYOUT = tuple((r.address, r.size, r.spec.sign_bit) for r in (
+    Register.Present_Velocity, Register.Present_Load, Register.Present_Voltage, Register.Present_Temperature,
+    Register.Present_Current))
+_HOMING_ADDRESS = Register.Homing_Offset.address
+_HOMING_SIGN_BIT = cast(int, Register.Homing_Offset.spec.sign_bit)  # sign-magnitude: never None
+_PRESENT_ADDRESS = Register.Present_Position.address
+_MOVING_ADDRESS, _STATUS_ADDRESS = Register.Moving.address, Register.Status.address
 # EEPROM occupies addresses 0..EEPROM_END-1 (everything before Torque_Enable).
 EEPROM_END = Register.Torque_Enable.address
 
@@ -265,35 +275,21 @@ class ServoMemory:
         """Feedback registers in raw units (velocity step/s, load 0.1 %, voltage 0.1 V, °C, current
         6.5 mA LSB; signed values are clamped to what the register holds). ``None`` leaves one as is."""
         with self.lock:
-            if velocity is not None:
-                self._set_clamped(Register.Present_Velocity, velocity)
-            if load is not None:
-                self._set_clamped(Register.Present_Load, load)
-            if voltage is not None:
-                self._set_clamped(Register.Present_Voltage, voltage)
-            if temperature is not None:
-                self._set_clamped(Register.Present_Temperature, temperature)
-            if current is not None:
-                self._set_clamped(Register.Present_Current, current)
+            table = self._table
+            for (address, size, sign_bit), value in zip(
+                    _FEEDBACK_LAYOUT, (velocity, load, voltage, temperature, current), strict=True):
+                if value is not None:
+                    table[address : address + size] = _clamped_bytes(value, size, sign_bit)
             if moving is not None:
-                self._table[Register.Moving.address] = 1 if moving else 0
+                table[_MOVING_ADDRESS] = 1 if moving else 0
             if status is not None:
-                self._table[Register.Status.address] = int(status) & 0xFF
-
-    def _set_clamped(self, register: Register, value: int) -> None:
-        spec = register.spec
-        if spec.sign_bit is not None:
-            limit = (1 << spec.sign_bit) - 1
-            value = max(-limit, min(limit, int(round(value))))
-        else:
-            value = max(0, min((1 << (8 * spec.size)) - 1, int(round(value))))
-        self.set(register, value)
+                table[_STATUS_ADDRESS] = int(status) & 0xFF
 
     def _update_present_position(self) -> None:
-        offset = self.get(Register.Homing_Offset)
+        table = self._table
+        offset = decode_sign_magnitude(table[_HOMING_ADDRESS] | table[_HOMING_ADDRESS + 1] << 8, _HOMING_SIGN_BIT)
         present = (self._actual - offset) % STEPS_PER_TURN
-        addr = Register.Present_Position.address
-        self._table[addr : addr + 2] = present.to_bytes(2, "little")
+        table[_PRESENT_ADDRESS : _PRESENT_ADDRESS + 2] = present.to_bytes(2, "little")
 
     # ----------------------------------------------------------------- life cycle
     def _load_factory(self) -> None:
@@ -328,6 +324,18 @@ class ServoMemory:
         """The EEPROM image that survives a power cycle."""
         with self.lock:
             return self._saved_eeprom
+
+
+def _clamped_bytes(value: float, size: int, sign_bit: int | None) -> bytes:
+    """A feedback value rounded, clamped to what its register holds and encoded (sign-magnitude when signed)."""
+    value = int(round(value))
+    if sign_bit is None:
+        raw = max(0, min((1 << (8 * size)) - 1, value))
+    else:
+        limit = (1 << sign_bit) - 1
+        value = max(-limit, min(limit, value))
+        raw = -value | (1 << sign_bit) if value < 0 else value
+    return raw.to_bytes(size, "little")
 
 
 def make_servos(ids: Iterable[int] = range(1, 7), **kwargs: Any) -> dict[int, ServoMemory]:

@@ -21,13 +21,20 @@ from so101_common.paired_dataset import FaultSpan
 from so101_common.servo_faults import REMEDIES, ServoFaultKind, format_fault
 from so101_common.waiting import wait_for
 from so101_driver.health import BUS_FAULT_COUNT_KEYS, CYCLE_CAPACITY_KEY, MISSED_CYCLES_KEY
+from so101_virtual.lag import LagHistogram, read_status_file
 from so101_virtual.profiles import load_profile
 
-__all__ = ["MotionSpec", "RecordedMotion", "ServoFaultStop", "start_virtual_arm", "stop_virtual_arm",
-           "table_header", "table_row", "BusFigures", "rate_cause", "stall_cause", "stalled", "rate_line"]
+__all__ = ["MotionSpec", "RecordedMotion", "ServoFaultStop", "start_virtual_arm", "stop_virtual_arm", "virtual_arm_lag",
+           "table_header", "table_row", "BusFigures", "rate_cause", "stall_cause", "stalled", "rate_line",
+           "physics_lag_warning"]
 
 RATE_WARN_FRACTION = 0.9  # joint states below this fraction of the driver's rate: the recording shows the chain
 BUS_FAULTS_PER_S = 1.0  # retries + timeouts per second the driver reports above which the bus itself is failing
+# the virtual arm's physics this far behind wall time (a driver period: its servos answer with an arm a sample older)
+# for this share of a recording or more: the recording shows this machine's CPU on top of the arm's gap
+PHYSICS_LAG_WARN_MS = 10.0
+PHYSICS_LAG_WARN_FRACTION = 0.1
+VIRTUAL_ARM_STATUS = "virtual_bus_status.json"  # the virtual arm's status file in its folder (how far it lags)
 # no joint state for this many of the driver's periods: the arm held its goal or the chain lost its state that long
 # (a 0.3 s stall took 14 points of wrist roll's cut out of one `make demo`), which the mean rate does not show
 STALL_PERIODS = 10
@@ -92,7 +99,8 @@ def start_virtual_arm(profile: str, folder: Path) -> tuple[subprocess.Popen[byte
     link = folder / "so101_follower"
     log_path = folder / "virtual_bus.log"
     log = log_path.open("wb")
-    process = subprocess.Popen([*cli, "--link", str(link), "--profile", profile], stdout=log, stderr=subprocess.STDOUT)
+    process = subprocess.Popen([*cli, "--link", str(link), "--profile", profile, "--status-file",
+                                str(folder / VIRTUAL_ARM_STATUS)], stdout=log, stderr=subprocess.STDOUT)
     if not wait_for(lambda: link.exists() or process.poll() is not None, timeout=60.0) or process.poll() is not None:
         process.kill()
         process.wait()
@@ -100,6 +108,15 @@ def start_virtual_arm(profile: str, folder: Path) -> tuple[subprocess.Popen[byte
         raise_for_child("the virtual SO-101 did not start", process.returncode,
                         log_path.read_text(errors="replace"), log_path)
     return process, link, folder / "virtual_follower.json"
+
+
+def virtual_arm_lag(folder: Path) -> LagHistogram | None:
+    """How far the physics of the virtual arm :func:`start_virtual_arm` started in ``folder`` has run behind
+    wall time so far (its status file, updated twice a second); None before its first update."""
+    try:
+        return read_status_file(folder / VIRTUAL_ARM_STATUS)
+    except (OSError, ValueError):
+        return None
 
 
 def stop_virtual_arm(process: subprocess.Popen[bytes]) -> None:
@@ -242,12 +259,27 @@ def stall_cause(gap: StateGap, driver_rate_hz: float, bus: BusFigures | None, lo
             f"publisher about 0.33 s then), and the servos held their last goals")
 
 
+def physics_lag_warning(lag: LagHistogram, load_average: float | None, cores: int | None) -> str | None:
+    """The warning for a recording on a virtual arm whose physics ran :data:`PHYSICS_LAG_WARN_MS` or more behind
+    wall time for :data:`PHYSICS_LAG_WARN_FRACTION` of it or more; None when it kept up."""
+    behind = lag.fraction_behind(PHYSICS_LAG_WARN_MS)
+    if lag.total_s <= 0 or behind < PHYSICS_LAG_WARN_FRACTION:
+        return None
+    load = f"load average {load_average:.1f} on {cores} cores" if load_average is not None and cores else "load unknown"
+    return (f"WARNING: the virtual arm's physics ran {PHYSICS_LAG_WARN_MS:g} ms or more behind wall time for "
+            f"{behind:.0%} of the recording (20 ms or more: {lag.fraction_behind(20.0):.0%}, 40 ms or more: "
+            f"{lag.fraction_behind(40.0):.0%}): its servos answered with an arm that much older, which the recording "
+            f"shows as lag on top of the arm's gap. This machine did not give the virtual arm's process the CPU "
+            f"({load}); a physical arm does not lag")
+
+
 def rate_line(message: str, state_rate_hz: float, driver_rate_hz: float, bus: BusFigures | None = None,
               load_average: float | None = None, cores: int | None = None, gap: StateGap | None = None,
-              virtual_arm: bool = False) -> str:
+              virtual_arm: bool = False, physics_lag: LagHistogram | None = None) -> str:
     """The recording's line: where it went and the chain's health, with a warning naming what limited the rate
-    when joint states came late (:func:`rate_cause`) and one naming what held them up when none came for
-    :data:`STALL_PERIODS` of the driver's periods or more (:func:`stall_cause`)."""
+    when joint states came late (:func:`rate_cause`), one naming what held them up when none came for
+    :data:`STALL_PERIODS` of the driver's periods or more (:func:`stall_cause`) and one when the virtual arm's
+    physics (``physics_lag``, over the recording) fell behind wall time (:func:`physics_lag_warning`)."""
     line = f"   recorded: {message}; joint states at {state_rate_hz:.0f} Hz (driver: {driver_rate_hz:g} Hz)"
     if state_rate_hz < RATE_WARN_FRACTION * driver_rate_hz:
         line += (f"\n   WARNING: joint states at {state_rate_hz / driver_rate_hz:.0%} of the driver's rate, limited by "
@@ -257,4 +289,7 @@ def rate_line(message: str, state_rate_hz: float, driver_rate_hz: float, bus: Bu
         line += (f"\n   WARNING: no joint state for {gap.seconds * 1000:.0f} ms from {gap.at_s:.1f} s: "
                  f"{stall_cause(gap, driver_rate_hz, bus, load_average, cores, virtual_arm)}; the recording shows it on top of "
                  "the arm's gap")
+    lagged = physics_lag_warning(physics_lag, load_average, cores) if physics_lag is not None else None
+    if lagged:
+        line += "\n   " + lagged
     return line

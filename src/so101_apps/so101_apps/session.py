@@ -35,6 +35,7 @@ from so101_apps.motion_runs import (
     stop_virtual_arm,
     table_header,
     table_row,
+    virtual_arm_lag,
 )
 from so101_bringup.composition import ComposedGraph
 from so101_bringup.node_specs import GraphOptions, deploy_graph
@@ -78,8 +79,9 @@ def run_session(label: str, opts: GraphOptions, motions: Sequence[MotionSpec], p
     print(f"\n== {label}: {arm_text}, compensation {'on' if opts.compensation else 'off'}: "
           f"{', '.join(m.name for m in motions)}")
     arm = None
-    if virtual:
-        arm, link, calibration = start_virtual_arm(profile, bag_root.parent / "virtual_arm")
+    arm_folder = bag_root.parent / "virtual_arm" if virtual else None
+    if arm_folder is not None:
+        arm, link, calibration = start_virtual_arm(profile, arm_folder)
         # configured as LeRobot configures a follower: the arm its gap profile was fitted as
         opts = replace(opts, port=str(link), calibration_file=str(calibration), configure_servos=True)
     recorded: dict[str, RecordedMotion] = {}
@@ -104,7 +106,7 @@ def run_session(label: str, opts: GraphOptions, motions: Sequence[MotionSpec], p
                 monitor.watch.expect_command(motion.names, sample(motion, 0.0))
                 player.set_motion(motion)
                 recorded[spec.name] = _record_motion(spec.name, motion.duration, player, monitor, recorder, graph,
-                                                     wanted, print_period, virtual)
+                                                     wanted, print_period, arm_folder)
                 if recorded[spec.name].faults:
                     raise ServoFaultStop(spec.name, recorded[spec.name].faults, recorded)
                 if after_each is not None and not after_each(spec.name, recorded[spec.name]):
@@ -117,7 +119,7 @@ def run_session(label: str, opts: GraphOptions, motions: Sequence[MotionSpec], p
 
 def _record_motion(name: str, duration: float, player: MotionPlayerNode, monitor: DeployMonitor,
                    recorder: RecorderNode, graph: ComposedGraph, wanted: Sequence[str],
-                   print_period: float, virtual_arm: bool) -> RecordedMotion:
+                   print_period: float, arm_folder: Path | None) -> RecordedMotion:
     # The arm first moves to the motion's start pose (the player holds it) and comes to rest there, the
     # recorder discovers every wanted topic and the driver has reported its rate; the episode then starts at
     # rest, as a policy rollout would.
@@ -141,6 +143,7 @@ def _record_motion(name: str, duration: float, player: MotionPlayerNode, monitor
         graph.node(COMPENSATOR, CompensatorNode).core.new_episode()
     player.restart()
     started = monitor.now()  # the player's clock: the node's
+    lag_before = virtual_arm_lag(arm_folder) if arm_folder is not None else None
     temperature_start = tuple(watch.temperatures.tolist())
     print(f"\n   {name} ({duration:.1f} s)")
     print(table_header())
@@ -165,7 +168,9 @@ def _record_motion(name: str, duration: float, player: MotionPlayerNode, monitor
     bag = recorder.stop_episode()
     graph.raise_for_stopped_nodes()  # the episode is kept; the driver's own error ends the session
     driver_rate_hz = watch.driver_rate_hz or float("nan")
+    lag_after = virtual_arm_lag(arm_folder) if arm_folder is not None else None
+    physics_lag = lag_after.since(lag_before) if lag_after is not None and lag_before is not None else None
     print(rate_line(str(bag), state_rate_hz, driver_rate_hz, BusFigures.of(watch.bus_entries, watch.bus_before),
-                    os.getloadavg()[0], os.cpu_count(), state_gap, virtual_arm))
+                    os.getloadavg()[0], os.cpu_count(), state_gap, arm_folder is not None, physics_lag))
     return RecordedMotion(bag, started, stopped, state_rate_hz, state_gap, driver_rate_hz, tuple(faults),
                           temperature_start, tuple(watch.temperatures.tolist()))

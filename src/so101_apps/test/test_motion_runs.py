@@ -7,6 +7,7 @@ from so101_apps.motion_runs import BusFigures, ServoFaultStop, rate_line, table_
 from so101_common.paired_dataset import FaultSpan
 from so101_driver.feedback import BusCounters
 from so101_driver.health import count_values
+from so101_virtual.lag import LagHistogram
 
 
 def _bus_entry(achieved: float, capacity: float, retries: float = 0.0, timeouts: float = 0.0) -> dict[str, str]:
@@ -19,6 +20,18 @@ def test_rate_line_warns_only_below_nine_tenths_of_the_driver_rate() -> None:
     assert "WARNING" not in rate_line("bags/x", 95.0, 100.0)
     warned = rate_line("bags/x", 71.0, 100.0)
     assert "joint states at 71 Hz (driver: 100 Hz)" in warned and "71% of the driver's rate" in warned
+
+
+def test_a_virtual_arm_whose_physics_fell_behind_wall_time_is_named_even_at_the_drivers_rate() -> None:
+    # bands under 5, 5-10, 10-20, 20-40, 40-80, 80+ ms: 30 s of a recording, 12 s of it 10 ms or more behind
+    lagged = LagHistogram((10.0, 8.0, 6.0, 4.0, 2.0, 0.0))
+    line = rate_line("bags/x", 99.0, 100.0, physics_lag=lagged, load_average=3.1, cores=2)
+    assert "WARNING: the virtual arm's physics ran 10 ms or more behind wall time for 40% of the recording" in line
+    assert "(20 ms or more: 20%, 40 ms or more: 7%)" in line and "load average 3.1 on 2 cores" in line
+    assert "joint states at" in line and "of the driver's rate" not in line  # the rate itself was fine
+    kept_up = LagHistogram((25.0, 2.5, 1.5, 1.0, 0.0, 0.0))  # 2.5 s of 30 s: under a tenth
+    assert "WARNING" not in rate_line("bags/x", 99.0, 100.0, physics_lag=kept_up)
+    assert "WARNING" not in rate_line("bags/x", 99.0, 100.0, physics_lag=LagHistogram())  # no time accounted yet
 
 
 def test_a_slow_bus_is_named_as_the_limit_not_the_machine() -> None:

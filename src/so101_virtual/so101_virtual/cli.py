@@ -2,6 +2,7 @@
 
     so101 virtual-bus --link /tmp/so101_follower [--profile default|FILE] [--role follower|leader]
                       [--motion SAGE_FILE] [--faults-socket PATH] [--factory-fresh] [--time-scale X]
+                      [--status-file PATH]
     so101 virtual-bus --write-calibration config/calibration
 
 Prints one line with the device and the link (``device /dev/pts/N link /tmp/so101_follower``) once the
@@ -22,6 +23,7 @@ from collections.abc import Sequence
 
 from so101_common.sage import SageFormatError
 from so101_virtual.faults import FaultControlServer
+from so101_virtual.lag import write_status_file
 from so101_virtual.profiles import ProfileError, available_profiles
 from so101_virtual.robot import ROLES, VirtualSO101, write_calibration_files
 
@@ -43,6 +45,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--mechanics-seed", type=int, default=None, metavar="N",
                         help="draw the encoder mounting from this seed (default: the role's shipped arm)")
     parser.add_argument("--time-scale", type=float, default=1.0, metavar="X", help="simulated seconds per wall second")
+    parser.add_argument("--status-file", metavar="PATH",
+                        help="keep a JSON file here with how far the physics ran behind wall time (updated twice a "
+                             "second; so101 demo reads it per recording)")
     parser.add_argument("--write-calibration", metavar="DIR",
                         help="write virtual_follower.json / virtual_leader.json for the default arms into DIR and exit")
 
@@ -74,6 +79,8 @@ def run(args: argparse.Namespace) -> int:
         log.info("virtual SO-101 %s, profile %s%s", args.role, robot.profile.name,
                  f", faults on {args.faults_socket}" if args.faults_socket else "")
         while not stop.wait(0.5):
+            if args.status_file:
+                write_status_file(args.status_file, robot.lag.snapshot(), robot.overruns)
             if robot.error is not None:
                 print(f"so101 virtual-bus: error: {robot.error}", file=sys.stderr)
                 return 1
@@ -86,8 +93,13 @@ def run(args: argparse.Namespace) -> int:
             control.close()
         if robot is not None:
             robot.close()
-            if robot.overruns:
-                log.warning("the physics could not keep up with wall time %d time(s)", robot.overruns)
+            lag = robot.lag.snapshot()
+            if args.status_file:
+                write_status_file(args.status_file, lag, robot.overruns)
+            if lag.total_s > 0:
+                log.info("the physics ran 10 ms or more behind wall time for %.0f %% of %.0f s (20 ms or more: %.0f %%; "
+                         "skipped ahead %d time(s))", 100 * lag.fraction_behind(10.0), lag.total_s,
+                         100 * lag.fraction_behind(20.0), robot.overruns)
         for sig, handler in previous.items():
             signal.signal(sig, handler)
 

@@ -51,6 +51,7 @@ from so101_feetech.calibration import MotorCalibration, save_calibration
 from so101_feetech.control_table import Register, encode_register
 from so101_virtual.bus_server import BusServer, BusTiming
 from so101_virtual.faults import FaultInjector
+from so101_virtual.lag import LagClock
 from so101_virtual.motion import Motion, builtin_motion, trajectory_motion
 from so101_virtual.physics import STEPS_PER_RAD, ArmPhysics, JointMechanics, PhysicsError
 from so101_virtual.profiles import GapProfile, load_profile
@@ -180,6 +181,7 @@ class VirtualSO101:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.overruns = 0  # real-time batches that could not keep up
+        self.lag = LagClock()  # how far behind wall time the real-time thread found the physics, over time
         self.error: Exception | None = None  # why the physics thread stopped, if it did
 
     # ------------------------------------------------------------------------------- bus
@@ -250,11 +252,14 @@ class VirtualSO101:
                 physics.step_ticks(n)
                 ticks -= n
 
-    def start(self) -> VirtualSO101:
-        """Run the physics in a background thread at ``time_scale`` × wall time."""
+    def start(self, period_s: float = 0.002) -> VirtualSO101:
+        """Run the physics in a background thread at ``time_scale`` × wall time, in batches of about
+        ``period_s`` s (each batch's lag is accounted in :attr:`lag`)."""
+        if not period_s > 0.0:
+            raise ValueError(f"period_s must be > 0, got {period_s}")
         if self._thread is None:
             self._stop.clear()
-            self._thread = threading.Thread(target=self._run, name="so101-physics", daemon=True)
+            self._thread = threading.Thread(target=self._run, args=(period_s,), name="so101-physics", daemon=True)
             self._thread.start()
         return self
 
@@ -265,14 +270,17 @@ class VirtualSO101:
             self._thread.join(timeout=5)
             self._thread = None
 
-    def _run(self, period: float = 0.002, max_lag: float = 0.1) -> None:
+    def _run(self, period: float, max_lag: float = 0.1) -> None:
         """Keep simulated time at ``time_scale`` × wall time, in batches of about ``period`` s; a
         backlog above ``max_lag`` s (the machine could not keep up) is dropped and counted."""
         tick = self.physics.tick
         start_wall, start_sim = time.monotonic(), self.physics.time
+        previous = start_wall
         while not self._stop.is_set():
             wake = time.monotonic()
             behind = start_sim + (wake - start_wall) * self.time_scale - self.physics.time
+            self.lag.record(behind / self.time_scale, wake - previous)
+            previous = wake
             if behind > max_lag * self.time_scale:
                 self.overruns += 1
                 log.debug("physics fell %.3f s behind wall time; skipping ahead", behind)

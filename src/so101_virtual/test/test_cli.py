@@ -16,6 +16,7 @@ from so101_feetech.calibration import load_calibration
 from so101_testing import NodeProcess, run_cli, wait_for
 from so101_virtual import cli
 from so101_virtual.faults import send_fault_command
+from so101_virtual.lag import read_status_file
 
 CONFIG = Path(__file__).resolve().parents[3] / "config" / "calibration"
 
@@ -43,7 +44,8 @@ def ping(device: str, servo_id: int, tries: int = 5) -> int:
 def test_serves_until_signalled(tmp_path, sig):
     link = tmp_path / "so101_follower"
     sock = tmp_path / "faults.sock"
-    args = ["--link", str(link), "--faults-socket", str(sock), "--profile", "laggy_bus"]
+    status = tmp_path / "status.json"
+    args = ["--link", str(link), "--faults-socket", str(sock), "--profile", "laggy_bus", "--status-file", str(status)]
     with NodeProcess("so101_virtual.cli", args) as proc:
         assert wait_for(lambda: "device /dev/pts/" in proc.output() or not proc.alive(), timeout=30), proc.output()
         line = next(x for x in proc.output().splitlines() if x.startswith("device "))
@@ -55,7 +57,12 @@ def test_serves_until_signalled(tmp_path, sig):
         assert ping(str(link), 3, tries=1) == scs.COMM_RX_TIMEOUT
         send_fault_command(str(sock), {"op": "clear"})
         assert ping(str(link), 3) == scs.COMM_SUCCESS
+        assert wait_for(status.exists, timeout=10), proc.output()
+        running = read_status_file(status).total_s
+        assert running > 0
         assert proc.stop(sig=sig) == 0, proc.output()
+    assert read_status_file(status).total_s >= running  # the last word, written on the way out
+    assert "behind wall time for" in proc.log_path.read_text()
     assert not link.exists() and not link.is_symlink()
     assert not sock.exists()
     assert proc.log_path.read_text().count("device /dev/pts/") == 1

@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from so101_apps import ros_environment
-from so101_apps.motion_runs import MotionSpec, RecordedMotion
+from so101_apps.motion_runs import PHYSICS_LAG_WARN_MS, MotionSpec, RecordedMotion
 from so101_apps.session import run_session
 from so101_bringup.node_specs import GraphOptions
 from so101_bringup.share import config_dir
@@ -250,8 +250,10 @@ def run(args: argparse.Namespace) -> int:
     compensated = _analyse({name: run.bag for name, run in compensated_runs.items()}, out / "compensated")
     comparison = write_comparison([baseline, compensated], ["baseline", "compensated"], out / "comparison")
     _print_comparison(comparison, [m.name for m in evaluation])
-    _print_stalls({**{f"uncompensated {m.name}": recorded[m.name] for m in evaluation},
-                   **{f"compensated {name}": run for name, run in compensated_runs.items()}})
+    evaluated = {**{f"uncompensated {m.name}": recorded[m.name] for m in evaluation},
+                 **{f"compensated {name}": run for name, run in compensated_runs.items()}}
+    _print_stalls(evaluated)
+    _print_physics_lag(evaluated)
     print(f"\ndone: everything is under {out}; before/after report in {out / 'comparison'}")
     return 0
 
@@ -272,6 +274,16 @@ def _print_stalls(runs: dict[str, RecordedMotion]) -> None:
     if stalls:
         print(f"   NOTE: no joint state for a while in {'; '.join(stalls)} (WARNING lines above): these figures "
               "include the stall")
+
+
+def _print_physics_lag(runs: dict[str, RecordedMotion]) -> None:
+    """The evaluation recordings in which the virtual arm's physics fell behind wall time: their figures measure
+    this machine's CPU too."""
+    lagged = [f"{label}: {run.physics_lag.fraction_behind(PHYSICS_LAG_WARN_MS):.0%} of it"
+              for label, run in runs.items() if run.arm_lagged and run.physics_lag is not None]
+    if lagged:
+        print(f"   NOTE: the virtual arm's physics ran {PHYSICS_LAG_WARN_MS:g} ms or more behind wall time in "
+              f"{'; '.join(lagged)} (WARNING lines above): these figures include that lag")
 
 
 def _format(value: object) -> str:

@@ -26,7 +26,7 @@ from so101_virtual.profiles import load_profile
 
 __all__ = ["MotionSpec", "RecordedMotion", "ServoFaultStop", "start_virtual_arm", "stop_virtual_arm", "virtual_arm_lag",
            "table_header", "table_row", "BusFigures", "rate_cause", "stall_cause", "stalled", "rate_line",
-           "physics_lag_warning"]
+           "physics_lag_warning", "physics_lagged"]
 
 RATE_WARN_FRACTION = 0.9  # joint states below this fraction of the driver's rate: the recording shows the chain
 BUS_FAULTS_PER_S = 1.0  # retries + timeouts per second the driver reports above which the bus itself is failing
@@ -62,11 +62,17 @@ class RecordedMotion:
     # °C per joint (JOINT_NAMES order; NaN: not reported) as the servos last reported at the start and at the end
     temperature_start: tuple[float, ...] = (math.nan,) * len(JOINT_NAMES)
     temperature_end: tuple[float, ...] = (math.nan,) * len(JOINT_NAMES)
+    physics_lag: LagHistogram | None = None  # how far the virtual arm's physics ran behind wall time while it played
 
     @property
     def stalled(self) -> bool:
         """Whether the chain stalled while it played (:func:`stalled`)."""
         return stalled(self.state_gap, self.driver_rate_hz)
+
+    @property
+    def arm_lagged(self) -> bool:
+        """Whether the virtual arm's physics fell behind wall time while it played (:func:`physics_lagged`)."""
+        return self.physics_lag is not None and physics_lagged(self.physics_lag)
 
     @property
     def heating(self) -> np.ndarray:
@@ -259,12 +265,18 @@ def stall_cause(gap: StateGap, driver_rate_hz: float, bus: BusFigures | None, lo
             f"publisher about 0.33 s then), and the servos held their last goals")
 
 
+def physics_lagged(lag: LagHistogram) -> bool:
+    """Whether a virtual arm's physics ran :data:`PHYSICS_LAG_WARN_MS` or more behind wall time for
+    :data:`PHYSICS_LAG_WARN_FRACTION` of a recording or more (``lag``: over that recording)."""
+    return lag.fraction_behind(PHYSICS_LAG_WARN_MS) >= PHYSICS_LAG_WARN_FRACTION
+
+
 def physics_lag_warning(lag: LagHistogram, load_average: float | None, cores: int | None) -> str | None:
-    """The warning for a recording on a virtual arm whose physics ran :data:`PHYSICS_LAG_WARN_MS` or more behind
-    wall time for :data:`PHYSICS_LAG_WARN_FRACTION` of it or more; None when it kept up."""
-    behind = lag.fraction_behind(PHYSICS_LAG_WARN_MS)
-    if lag.total_s <= 0 or behind < PHYSICS_LAG_WARN_FRACTION:
+    """The warning for a recording on a virtual arm whose physics fell behind wall time (:func:`physics_lagged`);
+    None when it kept up."""
+    if not physics_lagged(lag):
         return None
+    behind = lag.fraction_behind(PHYSICS_LAG_WARN_MS)
     load = f"load average {load_average:.1f} on {cores} cores" if load_average is not None and cores else "load unknown"
     return (f"WARNING: the virtual arm's physics ran {PHYSICS_LAG_WARN_MS:g} ms or more behind wall time for "
             f"{behind:.0%} of the recording (20 ms or more: {lag.fraction_behind(20.0):.0%}, 40 ms or more: "

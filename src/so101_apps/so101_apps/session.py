@@ -173,4 +173,4 @@ def _record_motion(name: str, duration: float, player: MotionPlayerNode, monitor
     print(rate_line(str(bag), state_rate_hz, driver_rate_hz, BusFigures.of(watch.bus_entries, watch.bus_before),
                     os.getloadavg()[0], os.cpu_count(), state_gap, arm_folder is not None, physics_lag))
     return RecordedMotion(bag, started, stopped, state_rate_hz, state_gap, driver_rate_hz, tuple(faults),
-                          temperature_start, tuple(watch.temperatures.tolist()))
+                          temperature_start, tuple(watch.temperatures.tolist()), physics_lag)

@@ -134,3 +134,22 @@ def test_the_demo_names_the_evaluation_recordings_in_which_the_chain_stalled(cap
         "340 ms from 1.9 s (WARNING lines above): these figures include the stall\n")
     _print_stalls({"compensated chirp_sweep": run(StateGap(0.02, 3.0))})
     assert capsys.readouterr().out == ""
+
+
+def test_the_demo_names_the_evaluation_recordings_in_which_the_virtual_arm_fell_behind_wall_time(capsys) -> None:
+    from so101_apps.demo import _print_physics_lag
+    from so101_apps.motion_runs import RecordedMotion
+    from so101_virtual.lag import LagHistogram
+
+    def run(lag: LagHistogram | None) -> RecordedMotion:
+        return RecordedMotion(Path("bags/x"), 0.0, 30.0, 99.0, driver_rate_hz=100.0, physics_lag=lag)
+
+    # bands under 5, 5-10, 10-20, 20-40, 40-80, 80+ ms
+    _print_physics_lag({"uncompensated multisine": run(LagHistogram((20.0, 4.0, 4.0, 2.0, 0.0, 0.0))),
+                        "compensated multisine": run(LagHistogram((28.0, 1.0, 1.0, 0.0, 0.0, 0.0))),
+                        "compensated chirp_sweep": run(None)})  # a real arm: nothing to say
+    assert capsys.readouterr().out == (
+        "   NOTE: the virtual arm's physics ran 10 ms or more behind wall time in uncompensated multisine: 20% of it "
+        "(WARNING lines above): these figures include that lag\n")
+    _print_physics_lag({"compensated multisine": run(LagHistogram((28.0, 1.0, 1.0, 0.0, 0.0, 0.0)))})
+    assert capsys.readouterr().out == ""

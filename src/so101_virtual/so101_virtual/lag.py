@@ -15,7 +15,7 @@ import bisect
 import json
 import os
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -56,10 +56,10 @@ class LagHistogram:
     @classmethod
     def from_dict(cls, data: Mapping[str, object]) -> LagHistogram:
         bands, seconds = data.get("bands_ms"), data.get("seconds")
-        if not isinstance(bands, Sequence) or [float(b) for b in bands] != list(LAG_BANDS_MS):
+        if not isinstance(bands, list) or bands != list(LAG_BANDS_MS):
             raise ValueError(f"lag bands {bands!r} are not {list(LAG_BANDS_MS)}")
-        if not isinstance(seconds, Sequence):
-            raise ValueError(f"lag seconds {seconds!r} are not a list")
+        if not isinstance(seconds, list) or not all(isinstance(s, (int, float)) for s in seconds):
+            raise ValueError(f"lag seconds {seconds!r} are not a list of numbers")
         return cls(tuple(float(s) for s in seconds))
 
 

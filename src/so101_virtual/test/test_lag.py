@@ -47,4 +47,7 @@ def test_the_status_file_round_trips_and_refuses_what_it_cannot_read(tmp_path):
     path.write_text('{"physics_lag": {"bands_ms": [1, 2], "seconds": [0, 0, 0]}}')
     with pytest.raises(ValueError, match="bands"):
         read_status_file(path)
+    path.write_text('{"physics_lag": {"bands_ms": [5, 10, 20, 40, 80], "seconds": [0, null, 0, 0, 0, 0]}}')
+    with pytest.raises(ValueError, match="numbers"):
+        read_status_file(path)
     assert len(LAG_BANDS_MS) + 1 == len(LagHistogram().seconds)

@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from so101_apps import ros_environment
-from so101_apps.motion_runs import PHYSICS_LAG_WARN_MS, MotionSpec, RecordedMotion
+from so101_apps.motion_runs import PHYSICS_LAG_WARN_MS, MotionSpec, RecordedMotion, physics_lagged
 from so101_apps.session import run_session
 from so101_bringup.node_specs import GraphOptions
 from so101_bringup.share import config_dir
@@ -280,7 +280,7 @@ def _print_physics_lag(runs: dict[str, RecordedMotion]) -> None:
     """The evaluation recordings in which the virtual arm's physics fell behind wall time: their figures measure
     this machine's CPU too."""
     lagged = [f"{label}: {run.physics_lag.fraction_behind(PHYSICS_LAG_WARN_MS):.0%} of it"
-              for label, run in runs.items() if run.arm_lagged and run.physics_lag is not None]
+              for label, run in runs.items() if run.physics_lag is not None and physics_lagged(run.physics_lag)]
     if lagged:
         print(f"   NOTE: the virtual arm's physics ran {PHYSICS_LAG_WARN_MS:g} ms or more behind wall time in "
               f"{'; '.join(lagged)} (WARNING lines above): these figures include that lag")

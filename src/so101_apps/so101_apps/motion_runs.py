@@ -70,11 +70,6 @@ class RecordedMotion:
         return stalled(self.state_gap, self.driver_rate_hz)
 
     @property
-    def arm_lagged(self) -> bool:
-        """Whether the virtual arm's physics fell behind wall time while it played (:func:`physics_lagged`)."""
-        return self.physics_lag is not None and physics_lagged(self.physics_lag)
-
-    @property
     def heating(self) -> np.ndarray:
         """°C each servo warmed while the motion played (0 where it cooled or did not report)."""
         rise = np.asarray(self.temperature_end, dtype=float) - np.asarray(self.temperature_start, dtype=float)

@@ -47,6 +47,7 @@ from so101_feetech.control_table import (
     decode_register,
     decode_sign_magnitude,
     encode_register,
+    encode_sign_magnitude,
 )
 
 __all__ = ["ServoMemory", "make_servos", "FACTORY_DEFAULTS", "STEPS_PER_TURN", "EEPROM_END"]
@@ -333,8 +334,7 @@ def _clamped_bytes(value: float, size: int, sign_bit: int | None) -> bytes:
         raw = max(0, min((1 << (8 * size)) - 1, value))
     else:
         limit = (1 << sign_bit) - 1
-        value = max(-limit, min(limit, value))
-        raw = -value | (1 << sign_bit) if value < 0 else value
+        raw = encode_sign_magnitude(max(-limit, min(limit, value)), sign_bit)
     return raw.to_bytes(size, "little")
 
 

@@ -16,12 +16,18 @@ __all__ = ["reproduction_error", "train_and_export", "write_and_check"]
 
 
 def write_and_check(module: Any, metadata: Any, out: Path, file_format: str) -> float:
-    """Write the model file, reload it and return the largest difference to the torch module's output."""
+    """Write the model file (ONNX: the module folded for export where it folds, :mod:`so101_gaponet.folded`),
+    reload it and return the largest difference to the torch module's output."""
+    from so101_gaponet.folded import exported_module
     from so101_gaponet.model_file import load_model, save_onnx, save_torchscript
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)  # torch.jit deprecation notices
-        (save_onnx if file_format == "onnx" else save_torchscript)(module, metadata, out)
+        if file_format == "onnx":
+            exported, folds = exported_module(module, metadata)
+            save_onnx(exported, metadata, out, fold_constants=not folds)
+        else:
+            save_torchscript(module, metadata, out)
         model = load_model(out)
     return reproduction_error(module, metadata, model)
 

@@ -198,10 +198,12 @@ def _probe(path: Path, model: GapModel) -> ProbeReport:
                        meta.joints[worst])
 
 
-def save_onnx(module: Any, meta: GapModelMetadata, path: str | Path) -> Path:
+def save_onnx(module: Any, meta: GapModelMetadata, path: str | Path, fold_constants: bool = True) -> Path:
     """Export a torch module with ``forward(history, commands)`` to ONNX and attach the metadata.
 
     A recurrent model (``meta.state_size > 0``) has ``forward(history, commands, state) -> (delta, next_state)``.
+    ``fold_constants=False`` leaves what reads only weights and buffers as the graph's nodes (onnxruntime folds them
+    at load), so the weights stay the graph's named initializers (:mod:`so101_gaponet.folded`).
     """
     import onnx
     import torch
@@ -224,7 +226,7 @@ def save_onnx(module: Any, meta: GapModelMetadata, path: str | Path) -> Path:
         torch.onnx.export(module, example, buffer,  # type: ignore[arg-type]  # a file object works; torch annotates paths only
                           input_names=input_names, output_names=output_names,
                           dynamic_axes={name: {0: "batch"} for name in input_names + output_names},
-                          opset_version=17, dynamo=False)
+                          opset_version=17, dynamo=False, do_constant_folding=fold_constants)
     proto = onnx.load_model_from_string(buffer.getvalue())
     proto.producer_name = "so101_gaponet"
     return write_onnx(proto, meta, path)

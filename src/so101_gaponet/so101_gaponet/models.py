@@ -96,6 +96,7 @@ class JointMLP(nn.Module):
     def __init__(self, cfg: ArchConfig) -> None:
         super().__init__()
         self.joints, self.features = cfg.joints, cfg.features
+        self.history_rows, self.command_rows = cfg.history, cfg.future_steps
         inputs = cfg.history * cfg.features + cfg.future_steps + cfg.joints
 
         def weight(*shape: int, fan_in: int) -> nn.Parameter:  # nn.Linear's initialisation, per joint
@@ -107,11 +108,15 @@ class JointMLP(nn.Module):
         self.w3, self.b3 = weight(joints, hidden, fan_in=hidden), weight(joints, fan_in=hidden)
         self.skip = weight(joints, inputs, fan_in=inputs)
 
-    def forward(self, history: torch.Tensor, commands: torch.Tensor) -> torch.Tensor:
+    def inputs(self, history: torch.Tensor, commands: torch.Tensor) -> torch.Tensor:
+        """``(B, J, inputs)``: per joint, its history columns (row-major), its command rows, the first command row."""
         batch, joints = history.shape[0], self.joints
         own = history.reshape(batch, -1, self.features, joints).permute(0, 3, 1, 2).reshape(batch, joints, -1)
         shared = commands[:, :1, :].expand(batch, joints, joints)
-        x = torch.cat((own, commands.transpose(1, 2), shared), dim=2)  # (B, J, inputs)
+        return torch.cat((own, commands.transpose(1, 2), shared), dim=2)
+
+    def forward(self, history: torch.Tensor, commands: torch.Tensor) -> torch.Tensor:
+        x = self.inputs(history, commands)
         h = torch.tanh(torch.einsum("bji,jih->bjh", x, self.w1) + self.b1)
         h = torch.tanh(torch.einsum("bjh,jhk->bjk", h, self.w2) + self.b2)
         return (h * self.w3).sum(dim=2) + self.b3 + (x * self.skip).sum(dim=2)

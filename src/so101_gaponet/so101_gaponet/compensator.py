@@ -435,6 +435,7 @@ class Compensator:
         self._head = 0
         self._rows = 0
         self._position = np.full(joints, np.nan)
+        self._measured = False  # every joint read at least once (has_measurement)
         self._velocity = np.full(joints, np.nan)
         self._measured_stamp: float | None = None
         # the sample before the newest (stamp, position, velocity): a row's instant lies between the two
@@ -522,7 +523,9 @@ class Compensator:
 
     @property
     def has_measurement(self) -> bool:
-        return not np.isnan(self._position).any()
+        if not self._measured:  # a joint once read keeps its last reading (update_measured): so until reset
+            self._measured = not np.isnan(self._position).any()
+        return self._measured
 
     @property
     def warm(self) -> bool:
@@ -720,7 +723,7 @@ class Compensator:
                 if abs(total) >= bound and (step > 0) - (step < 0) == (total > 0) - (total < 0):
                     step = 0.0
                 # an overshoot after a reversal is the side in force's doing: it learns it alone
-                alone = play_width > 0 and self._overshoots(j, error, velocity[j])
+                alone = play_width > 0 and reversal[j] != SETTLED and self._overshoots(j, error, velocity[j])
                 if play_width > 0 and not slow[j] and not alone:  # both sides learn
                     other = integrals[1 - side[j]]
                     other[j] = min(max(other[j] + step, -bound), bound)
@@ -827,15 +830,14 @@ class Compensator:
             self._push_row(position, velocity, previous)
 
     def _push_row(self, position: np.ndarray, velocity: np.ndarray, previous: np.ndarray | None) -> None:
-        joints, size = len(self.config.joints), self._history_len
-        previous = position if previous is None else previous
+        size = self._history_len
+        row = np.concatenate((position, velocity, position if previous is None else previous))
         slot = self._rows % size
-        # the first row fills the whole window: the arm at rest where it was first measured, until rows replace it
-        for index in (slot, slot + size) if self._rows else range(2 * size):
-            row = self._ring[index]
-            row[:joints] = position
-            row[joints:2 * joints] = velocity
-            row[2 * joints:] = previous
+        if self._rows:
+            self._ring[slot] = row
+            self._ring[slot + size] = row
+        else:  # the first row fills the whole window: the arm at rest where it was first measured, until rows replace it
+            self._ring[:] = row
         self._rows += 1
         self._head = (slot + 1) % size
 
@@ -868,6 +870,7 @@ class Compensator:
         self._held[:] = [0] * len(self._held)
         self._previous_command = None
         self._position[:] = np.nan
+        self._measured = False
         self._measured_stamp = None
         self._sample_before = None
         self._uncovered.clear()

@@ -20,7 +20,9 @@ table). ``--single`` runs one motion once (with the shipped model unless
 
 Faults are not gaps: a servo fault (overload, overheat, voltage, lost servo) stops the motion, keeps what
 was recorded, prints the joint and the fault and ends the demo with exit status 1
-(:class:`so101_apps.motion_runs.ServoFaultStop`); it never reaches pairing or training as a "gap".
+(:class:`so101_apps.motion_runs.ServoFaultStop`); it never reaches pairing or training as a "gap". Servos lost
+for a moment that answer again (a dropout of the bus: :func:`so101_apps.session.answering_again`) have their
+motion recorded once more instead.
 """
 
 from __future__ import annotations

@@ -9,7 +9,9 @@ from pathlib import Path
 
 import numpy as np
 
+from so101_apps.session import answering_again
 from so101_common import sage
+from so101_common.paired_dataset import FaultSpan
 from so101_recorder.metadata import load_episode
 from so101_testing import best_lagged_correlation, private_ros_env, wait_for
 
@@ -166,6 +168,56 @@ def test_a_driver_that_dies_mid_motion_ends_run_motion_with_its_exit_and_keeps_t
     episode = load_episode(bag)
     assert episode is not None and episode.status == "complete" and episode.stop_time_ns is not None
     assert (episode.stop_time_ns - episode.start_time_ns) * 1e-9 < 25.0  # ended when the driver did, not at the motion's end
+
+
+def test_servos_lost_for_a_moment_have_their_motion_recorded_again_and_the_run_goes_on(tmp_path: Path) -> None:
+    """The virtual arm's process not getting the CPU for a moment (as on a loaded machine) loses every servo: the
+    motion stops and is kept with its fault, and once the servos answer again it is recorded once more."""
+    import os
+    import signal
+
+    from so101_testing import wait_for
+
+    out, errors = tmp_path / "out", (tmp_path / "stderr.txt").open("w")
+    process = subprocess.Popen([sys.executable, "-m", "so101_apps.cli", "run-motion", "--motion", "wave", "--duration",
+                                "6", "--print-period", "1", "--out", str(out)],
+                               env=private_ros_env(), stdout=subprocess.PIPE, stderr=errors, text=True)
+    lines: list[str] = []  # its console, as it prints
+    reader = threading.Thread(target=lambda: lines.extend(iter(process.stdout.readline, "")), daemon=True)  # type: ignore[union-attr]
+    reader.start()
+    try:
+        assert wait_for(lambda: any(line.startswith("    1.0 |") for line in lines), timeout=120), "no motion played"
+        arm = _child_with(process.pid, "virtual-bus")
+        os.kill(arm, signal.SIGSTOP)  # the process that answers for the servos gets no CPU ...
+        try:
+            assert wait_for(lambda: any("FAULT " in line for line in lines), timeout=30), "no fault reported"
+        finally:
+            os.kill(arm, signal.SIGCONT)  # ... until the fault is reported
+        process.wait(timeout=180)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        errors.close()
+    reader.join(timeout=5)
+    stdout, stderr = "".join(lines), (tmp_path / "stderr.txt").read_text()
+    assert process.returncode == 0, stdout[-3000:] + stderr[-3000:]
+    assert "a dropout of the bus, not a servo's protection. wave is recorded once more" in stdout
+    stopped, again = sorted(p for p in (out / "bags").iterdir() if p.is_dir())
+    first, second = load_episode(stopped), load_episode(again)
+    assert first is not None and first.faults and {s.fault for s in first.faults} == {"lost"}
+    assert second is not None and second.status == "complete" and not second.faults
+    assert (second.stop_time_ns - second.start_time_ns) * 1e-9 > 6.0  # played to its end
+
+
+def test_a_dropout_is_only_lost_servos_that_answer_again() -> None:
+    lost = [FaultSpan(joint="shoulder_pan", fault="lost", start=30.6), FaultSpan(joint="gripper", fault="lost", start=30.6)]
+    reports = iter([True, True, False])
+    assert answering_again(lost, lambda: next(reports), timeout=5.0)
+    assert not answering_again(lost, lambda: True, timeout=0.05)  # still lost: a cable, an ID, a dead servo
+    protection = [*lost, FaultSpan(joint="elbow_flex", fault="overload", start=30.6)]
+    assert not answering_again(protection, lambda: False, timeout=5.0)  # a servo's own protection stops the run
+    assert not answering_again([], lambda: False, timeout=5.0)
 
 
 def test_every_motion_file_is_checked_before_anything_starts(tmp_path: Path) -> None:

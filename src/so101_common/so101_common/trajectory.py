@@ -12,7 +12,7 @@ from numpy.typing import ArrayLike
 
 from so101_common.joints import JOINT_NAMES, JointSpecError
 
-__all__ = ["JointTrajectory", "causal_velocity", "measured_at"]
+__all__ = ["JointTrajectory", "causal_velocity", "measured_at", "rows_at"]
 
 
 @dataclass(init=False)
@@ -71,6 +71,19 @@ def _as_matrix(values: object, what: str, rows: int, cols: int) -> np.ndarray:
     if matrix.shape != (rows, cols):
         raise JointSpecError(f"{what} has shape {matrix.shape}, expected ({rows}, {cols})")
     return matrix
+
+
+def rows_at(when: np.ndarray, time: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """``(len(when), J)``: ``rows`` (N, J) at times ``time`` (N,, strictly increasing) linearly interpolated at each
+    of ``when``, held at the first and last row outside them. Every joint in one pass (per joint, ``np.interp``
+    copies the joint's column each call: the motion player sampled its action chunk 72 times a tick that way)."""
+    when = np.asarray(when, dtype=np.float64)
+    if len(time) == 1:
+        return np.repeat(rows, len(when), axis=0)
+    after = np.clip(np.searchsorted(time, when, side="right"), 1, len(time) - 1)
+    before = after - 1
+    share = np.clip((when - time[before]) / (time[after] - time[before]), 0.0, 1.0)
+    return rows[before] + share[:, None] * (rows[after] - rows[before])
 
 
 def measured_at(when: float, time: np.ndarray, position: np.ndarray) -> np.ndarray:

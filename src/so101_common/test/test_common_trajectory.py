@@ -1,4 +1,4 @@
-"""JointTrajectory: shapes, defaults, reordering, slicing and time shifts."""
+"""JointTrajectory: shapes, defaults, reordering, slicing and time shifts; rows interpolated at times."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from so101_common.joints import JOINT_NAMES, JointSpecError
-from so101_common.trajectory import JointTrajectory, causal_velocity
+from so101_common.trajectory import JointTrajectory, causal_velocity, rows_at
 
 
 def _trajectory(n: int = 5) -> JointTrajectory:
@@ -89,3 +89,13 @@ def test_causal_velocity_is_the_backward_difference() -> None:
     time = np.array([0.0, 0.5, 1.5])
     position = np.array([[0.0, 1.0], [1.0, 1.0], [3.0, 0.0]])
     np.testing.assert_allclose(causal_velocity(position, time), [[0.0, 0.0], [2.0, 0.0], [2.0, -1.0]])
+
+
+def test_rows_at_interpolates_every_joint_as_np_interp_does_each() -> None:
+    rng = np.random.default_rng(3)
+    time = np.cumsum(rng.uniform(0.005, 0.05, 40))
+    rows = rng.standard_normal((40, 6))
+    when = np.concatenate(([time[0] - 1.0, time[0], time[-1], time[-1] + 2.0], time[7:9], rng.uniform(time[0], time[-1], 50)))
+    expected = np.column_stack([np.interp(when, time, rows[:, j]) for j in range(6)])  # held at both ends
+    np.testing.assert_allclose(rows_at(when, time, rows), expected, rtol=0, atol=1e-12)
+    np.testing.assert_array_equal(rows_at(when[:3], time[:1], rows[:1]), np.repeat(rows[:1], 3, axis=0))  # one row: held

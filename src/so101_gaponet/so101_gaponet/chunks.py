@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from so101_common.joints import reorder
+from so101_common.trajectory import rows_at
 
 __all__ = ["ActionChunk"]
 
@@ -38,6 +39,4 @@ class ActionChunk:
         held at the chunk's last point; None when the chunk ended before ``now + period`` (stale)."""
         if rows <= 0 or self.time[-1] < now + period:
             return None
-        when = now + period * np.arange(1, rows + 1)
-        return np.stack([np.interp(when, self.time, self.position[:, j]) for j in range(self.position.shape[1])],
-                        axis=1)
+        return rows_at(now + period * np.arange(1, rows + 1), self.time, self.position)

@@ -25,7 +25,7 @@ from trajectory_msgs.msg import JointTrajectory as ChunkMsg
 from trajectory_msgs.msg import JointTrajectoryPoint
 
 from so101_common.trajectory import JointTrajectory
-from so101_policy.motions import MotionError, MotionPlayerParameters, load_motion, sample
+from so101_policy.motions import MotionError, MotionPlayerParameters, load_motion, sample, sample_times
 from so101_ros.node_params import declare_parameters
 from so101_ros.node_runner import run_node
 
@@ -82,19 +82,20 @@ class MotionPlayerNode(Node):
         msg = JointState()
         msg.header.stamp = self.get_clock().now().to_msg()
         msg.name = list(self.motion.names)
-        msg.position = [float(v) for v in sample(self.motion, t)]
+        # the command, then the chunk's (the current command first, as a policy's), sampled together
+        aheads = [k / self.rate_hz for k in range(self.chunk_steps + 1)] if self.chunk_pub is not None else []
+        # while holding the start pose, or past the end without looping, the future is that pose
+        whens = [t + ahead if self.playing and (self.loop or t + ahead <= self.motion.duration) else t for ahead in aheads]
+        rows = sample_times(self.motion, np.array([t, *(when % self.motion.duration if self.loop else when
+                                                        for when in whens)])).tolist()
+        msg.position = rows[0]
         self.pub.publish(msg)
         if self.chunk_pub is not None:
             chunk = ChunkMsg()
             chunk.header.stamp = msg.header.stamp
             chunk.joint_names = list(self.motion.names)
-            for k in range(self.chunk_steps + 1):  # the current command first, as a policy's chunk
-                ahead = k / self.rate_hz
-                # while holding the start pose, or past the end without looping, the future is that pose
-                when = t + ahead if self.playing and (self.loop or t + ahead <= self.motion.duration) else t
-                when = when % self.motion.duration if self.loop else when
-                chunk.points.append(JointTrajectoryPoint(positions=[float(v) for v in sample(self.motion, when)],
-                                                         time_from_start=_after(ahead)))
+            chunk.points = [JointTrajectoryPoint(positions=row, time_from_start=_after(ahead))
+                            for row, ahead in zip(rows[1:], aheads, strict=True)]
             self.chunk_pub.publish(chunk)
 
     def _publish_pose(self, pose: np.ndarray) -> None:

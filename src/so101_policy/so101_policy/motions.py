@@ -14,10 +14,10 @@ import numpy as np
 
 from so101_common.joints import JOINTS
 from so101_common.parameters import parameter
-from so101_common.trajectory import JointTrajectory
+from so101_common.trajectory import JointTrajectory, rows_at
 
 __all__ = ["BUILTIN_MOTIONS", "EXCITATION_PREFIX", "MotionError", "MotionPlayerParameters", "builtin_motion", "excitation_seed", "load_motion",
-           "sample"]
+           "sample", "sample_times"]
 
 BUILTIN_MOTIONS = ("sweep", "wave", "hold")
 
@@ -105,5 +105,9 @@ def load_motion(source: str, rate_hz: float = 50.0, duration: float = 0.0) -> Jo
 
 def sample(motion: JointTrajectory, t: float) -> np.ndarray:
     """Command positions at time ``t`` (s from the motion's start), linearly interpolated, held at the ends."""
-    local = motion.time[0] + t
-    return np.array([np.interp(local, motion.time, motion.position[:, j]) for j in range(motion.position.shape[1])])
+    return sample_times(motion, np.array([t]))[0]
+
+
+def sample_times(motion: JointTrajectory, times: np.ndarray) -> np.ndarray:
+    """``(len(times), J)``: :func:`sample` at each of ``times`` (a player's action chunk is a dozen times a tick)."""
+    return rows_at(motion.time[0] + np.asarray(times, dtype=float), motion.time, motion.position)

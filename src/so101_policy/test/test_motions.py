@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from so101_common.joints import JOINTS, gripper_fraction_to_rad
-from so101_policy.motions import BUILTIN_MOTIONS, MotionError, builtin_motion, load_motion, sample
+from so101_common.trajectory import JointTrajectory
+from so101_policy.motions import BUILTIN_MOTIONS, MotionError, builtin_motion, load_motion, sample, sample_times
 
 SAGE_MOTION = (Path(__file__).resolve().parents[2] / "so101_common" / "test" / "fixtures" / "sage"
                / "motion_files" / "so101" / "custom" / "single_joint_elbow.txt")
@@ -38,6 +39,12 @@ def test_sample_interpolates_and_holds_the_ends() -> None:
     np.testing.assert_allclose(sample(motion, 0.55), mid, atol=1e-12)
     np.testing.assert_allclose(sample(motion, -1.0), motion.position[0])
     np.testing.assert_allclose(sample(motion, 99.0), motion.position[-1])
+    # many times at once (a chunk): row k is the motion at times[k], each joint interpolated as one
+    times = np.array([0.55, -1.0, 99.0, 0.0])
+    np.testing.assert_allclose(sample_times(motion, times), [mid, motion.position[0], motion.position[-1], motion.position[0]],
+                               atol=1e-12)
+    single = JointTrajectory(names=motion.names, time=motion.time[:1], position=motion.position[:1])
+    np.testing.assert_array_equal(sample_times(single, np.array([-1.0, 0.0, 3.0])), np.repeat(motion.position[:1], 3, axis=0))
 
 
 def test_load_motion_reads_sage_motion_files_and_rejects_unknown_sources(tmp_path: Path) -> None:

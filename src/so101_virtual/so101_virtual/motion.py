@@ -16,7 +16,7 @@ import numpy as np
 
 from so101_common.joints import JOINTS
 from so101_common.sage import MOTION_RATE_HZ
-from so101_common.trajectory import JointTrajectory
+from so101_common.trajectory import JointTrajectory, rows_at
 
 __all__ = ["Motion", "builtin_motion", "trajectory_motion"]
 
@@ -53,6 +53,6 @@ def trajectory_motion(trajectory: JointTrajectory | Sequence[Sequence[float]], l
     def motion(t: float) -> np.ndarray:
         if loop and duration > 0.0:
             t = t % duration
-        return np.array([np.interp(t, times, positions[:, j]) for j in range(positions.shape[1])])
+        return rows_at(np.array([t]), times, positions)[0]
 
     return motion

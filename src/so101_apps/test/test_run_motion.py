@@ -183,7 +183,7 @@ def test_servos_lost_for_a_moment_have_their_motion_recorded_again_and_the_run_g
                                 "6", "--print-period", "1", "--out", str(out)],
                                env=private_ros_env(), stdout=subprocess.PIPE, stderr=errors, text=True)
     lines: list[str] = []  # its console, as it prints
-    reader = threading.Thread(target=lambda: lines.extend(iter(process.stdout.readline, "")), daemon=True)  # type: ignore[union-attr]
+    reader = threading.Thread(target=lambda: lines.extend(iter(process.stdout.readline, "")), daemon=True)
     reader.start()
     try:
         assert wait_for(lambda: any(line.startswith("    1.0 |") for line in lines), timeout=120), "no motion played"
@@ -206,7 +206,7 @@ def test_servos_lost_for_a_moment_have_their_motion_recorded_again_and_the_run_g
     stopped, again = sorted(p for p in (out / "bags").iterdir() if p.is_dir())
     first, second = load_episode(stopped), load_episode(again)
     assert first is not None and first.faults and {s.fault for s in first.faults} == {"lost"}
-    assert second is not None and second.status == "complete" and not second.faults
+    assert second is not None and second.status == "complete" and not second.faults and second.stop_time_ns is not None
     assert (second.stop_time_ns - second.start_time_ns) * 1e-9 > 6.0  # played to its end
 
 

@@ -21,4 +21,14 @@ status=0
 verbose=()
 [ "$status" -eq 0 ] || verbose=(--verbose)
 "${COLCON[@]}" test-result --test-result-base "$WS/test_results" "${verbose[@]}" | tail -n 60
+if [ "$status" -ne 0 ]; then
+  # colcon's summary cuts a failure's message after a few lines: each failing test's whole text, for the CI log
+  python - "$WS/test_results" <<'PY'
+import pathlib, sys, xml.etree.ElementTree as ET
+for report in sorted(pathlib.Path(sys.argv[1]).rglob("*.xml")):
+    for case in ET.parse(report).iter("testcase"):
+        for problem in (*case.iter("failure"), *case.iter("error")):
+            print(f"\n== {case.get('classname')}::{case.get('name')}\n{problem.get('message', '')}\n{problem.text or ''}")
+PY
+fi
 exit "$status"

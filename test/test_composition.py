@@ -177,24 +177,3 @@ def test_a_node_in_its_own_process_stops_when_its_parent_is_killed(tmp_path: Pat
         if parent is not None and parent.poll() is None:
             parent.kill()
         arm.stop()
-
-
-def _thread_nice(native_id: int) -> int:
-    """A thread's niceness, from ``/proc`` (field 19 of its ``stat``)."""
-    return int(Path(f"/proc/self/task/{native_id}/stat").read_text().rsplit(")", 1)[1].split()[16])
-
-
-def test_composed_nodes_run_below_the_process_s_priority_when_asked() -> None:
-    """``composed_nice``: each composed node's executor thread lowers its own priority by that much; this process's
-    other threads keep theirs (children started from it, the driver beside a virtual arm, inherit those)."""
-    import threading
-
-    specs = [s for s in deploy_graph(GraphOptions(port="/dev/null", compensation=False)) if s.key == "safety_filter"]
-    with pytest.raises(ValueError, match="composed_nice lowers the composed nodes' priority"):
-        ComposedGraph(specs, composed_nice=-1)
-    before = _thread_nice(threading.get_native_id())
-    with ComposedGraph(specs, composed_nice=4):
-        (spinning,) = [t.native_id for t in threading.enumerate() if t.name == "so101-safety_filter"]
-        assert spinning is not None
-        assert deploy.wait_for(lambda: _thread_nice(spinning) == before + 4, timeout=10.0), _thread_nice(spinning)
-        assert _thread_nice(threading.get_native_id()) == before

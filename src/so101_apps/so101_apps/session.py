@@ -55,7 +55,7 @@ from so101_policy.motion_player_node import MotionPlayerNode
 from so101_policy.motions import load_motion, sample
 from so101_recorder.recorder_node import RecorderNode
 
-__all__ = ["CHAIN_NICE", "DROPOUT_RECOVERY_S", "answering_again", "run_session", "DRIVER"]
+__all__ = ["DROPOUT_RECOVERY_S", "answering_again", "run_session", "DRIVER"]
 
 DRIVER = "so101_driver"  # the deploy graph's driver, by its node name
 TWIN = "twin"  # the live gap twin (deploy graph, twin:=true)
@@ -65,11 +65,6 @@ RECORDER = "recorder"
 # s a lost servo has, after its motion stopped, to answer again for the stop to count as a dropout: the driver probes
 # it 0.25 s after it left the cycle, the interval doubling to 2 s, and reports on /diagnostics once a second
 DROPOUT_RECOVERY_S = 5.0
-# How much lower than the virtual arm and the driver the chain's composed nodes (motion player, compensator, safety
-# filter, recorder) run (niceness): the virtual arm stands for hardware, which never waits for the computer's CPU.
-# Measured on 2 cores (`so101 demo --single`, multisine, three runs each, alternating): its physics 10 ms or more
-# behind wall time for 15–21 % of the recording against 47–56 % with the chain at the arm's priority
-CHAIN_NICE = 5
 
 
 def answering_again(spans: Sequence[FaultSpan], faults_open: Callable[[], bool], timeout: float = DROPOUT_RECOVERY_S) -> bool:
@@ -110,12 +105,12 @@ def run_session(label: str, opts: GraphOptions, motions: Sequence[MotionSpec], p
         # the motion player in the policy's seat, recording every episode; the driver in its own process, as a
         # launch runs it: its bus cycle does not wait on the other nodes' callbacks; the twin and the web view
         # (monitors) too, at a lower priority: they never hold the chain's callbacks nor take the CPU from the driver
-        # and the arm; on a virtual arm the composed nodes run below the arm and the driver too (CHAIN_NICE). The monitors subscribe before the driver starts: the web view joining a running driver held
+        # and the arm. The monitors subscribe before the driver starts: the web view joining a running driver held
         # its joint states for 0.33 s in about one start in four (ComposedGraph's subscribed_first)
         opts = replace(opts, command_source="motion", motion=motions[0].source, record=True, hold_start_pose=True)
         monitors = {name for name, wanted in ((TWIN, opts.twin), (WEB_VIEW, opts.web)) if wanted}
         with ComposedGraph(deploy_graph(opts), own_process={DRIVER, *monitors}, low_priority=monitors,
-                           subscribed_first=monitors, composed_nice=CHAIN_NICE if virtual else 0) as graph:
+                           subscribed_first=monitors) as graph:
             player = graph.node(MOTION_PLAYER, MotionPlayerNode)
             monitor = DeployMonitor(player, twin=bool(opts.twin))
             recorder = graph.node(RECORDER, RecorderNode)

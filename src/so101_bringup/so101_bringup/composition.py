@@ -47,10 +47,7 @@ class ComposedGraph:
     process's console, as a launch's ``output='screen'``. Why: one process runs
     its nodes' callbacks one at a time (the GIL); measured in the demo, the compensated deploy graph
     delivered joint states at 75–82 % of the driver's rate in one process. ``low_priority`` and
-    ``subscribed_first``: :mod:`so101_bringup.start_order`. ``composed_nice``: how much lower than this process the
-    composed nodes' executor threads run (niceness; per thread on Linux), so that, on a machine short of CPU, they
-    yield it to the processes at this process's priority (a virtual arm, the driver in its own process). Why the
-    monitors start first: a subscriber that joins
+    ``subscribed_first``: :mod:`so101_bringup.start_order`. Why the monitors start first: a subscriber that joins
     a running publisher can hold that publisher's ``publish`` for about 0.33 s in Fast DDS (measured: about one
     start of the web view in four, with the driver's joint states; the driver process is stopped meanwhile, and
     its servos hold their last goals). Started after its monitors, the driver meets that hold, if at all, in its
@@ -61,11 +58,8 @@ class ComposedGraph:
 
     def __init__(self, specs: list[NodeSpec], config: Path | None = None, namespace: str = "",
                  own_process: Collection[str] = (), low_priority: Collection[str] = (),
-                 subscribed_first: Collection[str] = (), composed_nice: int = 0) -> None:
-        if composed_nice < 0:
-            raise ValueError(f"composed_nice lowers the composed nodes' priority: it must be >= 0, got {composed_nice}")
+                 subscribed_first: Collection[str] = ()) -> None:
         self.specs = specs
-        self.composed_nice = composed_nice
         self.config_dir = config if config is not None else config_dir()  # for params_file names
         self.namespace = namespace  # every node (and so every relative topic) under it; "" = the root
         self.order = start_order(specs, own_process, low_priority, subscribed_first)
@@ -177,8 +171,6 @@ class ComposedGraph:
         return any(thread.is_alive() for thread in self._threads) or self._processes.running
 
     def _spin(self, key: str, executor: SingleThreadedExecutor) -> None:
-        if self.composed_nice:
-            os.nice(self.composed_nice)  # this thread only (Linux): the process's other threads and children keep theirs
         try:
             executor.spin()
         except Exception as error:  # shutdown races surface here; stop() reports nothing more useful

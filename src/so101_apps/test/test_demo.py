@@ -53,9 +53,9 @@ def test_demo_single_episode_records_pairs_and_reports(tmp_path: Path) -> None:
 
 def test_demo_loop_collects_excitation_until_enough_and_judges_on_a_motion_it_never_saw(tmp_path: Path) -> None:
     out = tmp_path / "loop"
-    # without the twin (the single-episode test covers it): on 2 cores its CPU puts the virtual arm's physics behind
-    # wall time, and wrist_flex's cut on these short recordings with it (measured: 24-69 % in three runs with the twin,
-    # one under the 30 % asserted below; 63-66 % in three without)
+    # without the twin (the single-episode test covers it): it is not what this test judges, and on 2 cores its CPU
+    # puts the virtual arm's physics further behind wall time, which is what moves these short recordings' cuts
+    # (measured with the twin: wrist_flex 8 % and 33 % in two runs)
     result = subprocess.run(
         [sys.executable, "-m", "so101_apps.cli", "demo", "--excitation", "2", "--excitation-seconds", "8",
          "--eval-motion", "wave", "--duration", "6", "--epochs", "10", "--print-period", "2", "--no-twin",

@@ -1,5 +1,6 @@
 """ArmPhysics: gravity sag, backlash, friction, the speed limit, encoder and effort feedback, the ideal
-profile against the MuJoCo position-servo model, and the cost of a simulated second."""
+profile against the MuJoCo position-servo model, and an unstable profile reported. (The cost of a simulated second is
+``make bench``'s ``virtual.physics_cpu_per_simulated_s``.)"""
 
 from __future__ import annotations
 

@@ -13,7 +13,6 @@ from lerobot.motors.feetech import FeetechMotorsBus
 
 from so101_common.joints import JOINT_NAMES, gripper_rad_to_percent
 from so101_feetech.calibration import load_calibration
-from so101_testing import frozen_heap
 from so101_virtual.bus_server import BusTiming
 from so101_virtual.robot import VirtualSO101
 
@@ -42,7 +41,7 @@ def test_lerobot_reads_true_angles_with_the_shipped_calibration(role):
     calibration = lerobot_calibration(role)
     motors = {name: Motor(cal.id, "sts3215", MotorNormMode.RANGE_0_100 if name == "gripper" else MotorNormMode.DEGREES)
               for name, cal in calibration.items()}
-    with frozen_heap(), VirtualSO101("ideal", role, bus_timing=BusTiming.fast()) as robot:
+    with VirtualSO101("ideal", role, bus_timing=BusTiming.fast()) as robot:
         bus = FeetechMotorsBus(robot.open_pty(), motors, calibration=calibration)
         retried(bus.connect)
         try:

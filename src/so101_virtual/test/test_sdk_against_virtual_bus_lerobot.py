@@ -8,7 +8,7 @@ from lerobot.motors import Motor, MotorCalibration, MotorNormMode
 from lerobot.motors.feetech import FeetechMotorsBus
 
 from so101_feetech.control_table import Register
-from so101_testing import frozen_heap, wait_for
+from so101_testing import wait_for
 from so101_virtual.bus_server import BusServer, BusTiming
 from so101_virtual.pty_link import PtyLink
 from so101_virtual.servo_memory import ServoMemory, make_servos
@@ -28,7 +28,7 @@ def motors() -> dict[str, Motor]:
 @pytest.fixture
 def arm() -> Iterator[tuple[dict[int, ServoMemory], PtyLink]]:
     servos = make_servos()
-    with frozen_heap(), PtyLink(BusServer(servos, timing=BusTiming.realistic())) as link:
+    with PtyLink(BusServer(servos, timing=BusTiming.realistic())) as link:
         yield servos, link
 
 

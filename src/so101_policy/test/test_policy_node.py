@@ -2,14 +2,15 @@
 
 The node runs in a child process (``python -m so101_policy.policy_node``); this process publishes
 ``/joint_states`` (+ a camera for the ACT), listens to ``/policy/joint_command`` and ``/diagnostics`` and
-calls ``~/start`` / ``~/stop``. Timing assertions are generous: they catch a stalled or halved rate,
-not jitter.
+calls ``~/start`` / ``~/stop``. No assertion here depends on how fast this machine runs: the rate at which the
+node publishes is its timer's period, checked in process, where the test drives the ticks by hand.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 
@@ -122,12 +123,11 @@ def wait_ready(proc: NodeProcess, client: Client, timeout: float = 90.0) -> None
     assert ready and proc.alive(), f"policy node did not come up:\n{proc.output()}"
 
 
-def window_of(client: Client, count: int, timeout: float = 30.0) -> tuple[list[tuple[float, JointState]], float]:
-    """The next ``count`` commands (waited for, no fixed sleep) and their rate from the arrival times."""
+def window_of(client: Client, count: int, timeout: float = 30.0) -> list[tuple[float, JointState]]:
+    """The next ``count`` commands (waited for, no fixed sleep)."""
     t0 = time.monotonic()
     assert wait_for(lambda: len(client.since(t0)) >= count, timeout), f"fewer than {count} commands in {timeout} s"
-    window = client.since(t0)[:count]
-    return window, (count - 1) / (window[-1][0] - window[0][0])
+    return client.since(t0)[:count]
 
 
 def diagnostics_after(client: Client, count: int, timeout: float = 10.0) -> bool:
@@ -136,7 +136,7 @@ def diagnostics_after(client: Client, count: int, timeout: float = 10.0) -> bool
     return wait_for(lambda: len(client.diagnostics) >= target, timeout)
 
 
-def test_act_node_start_stop_rate_and_diagnostics(tiny_act_dir):
+def test_act_node_start_stop_and_diagnostics(tiny_act_dir):
     client = Client(image_topic="/test_cam/image_raw")
     proc = NodeProcess(MODULE, node_args(policy_path=str(tiny_act_dir), rate_hz=30.0, autostart="false",
                                          image_topics="['front=/test_cam/image_raw']",
@@ -151,10 +151,7 @@ def test_act_node_start_stop_rate_and_diagnostics(tiny_act_dir):
         response = client.call(client.start_cli)
         assert response.success, response.message
         assert wait_for(lambda: client.count() >= 5, 30.0), f"no commands after ~/start:\n{proc.output()}"
-        window, rate = window_of(client, 60)
-        assert 20.0 <= rate <= 40.0, f"published {rate:.1f} Hz, configured 30 Hz"
-        gaps = np.diff([t for t, _ in window])
-        assert gaps.max() < 0.3, f"publish gap {gaps.max():.3f} s"
+        window = window_of(client, 60)
         msg = window[-1][1]
         assert list(msg.name) == list(JOINT_NAMES)
         assert len(msg.position) == 6 and np.all(np.isfinite(msg.position))
@@ -167,7 +164,7 @@ def test_act_node_start_stop_rate_and_diagnostics(tiny_act_dir):
         for key in ("inference_latency_p50_ms", "queue_depth", "missed_ticks", "inferences"):
             assert key in diag, diag
         assert int(diag["inferences"]) >= 1 and float(diag["inference_latency_p50_ms"]) > 0
-        assert diag["policy_type"] == "act" and diag["chunk_size"] == "10"
+        assert diag["policy_type"] == "act" and diag["chunk_size"] == "10" and diag["rate_hz"] == "30.0"
 
         assert client.call(client.stop_cli).success
         assert diagnostics_after(client, 1)  # a report made after the stop: nothing in flight any more
@@ -182,34 +179,70 @@ def test_act_node_start_stop_rate_and_diagnostics(tiny_act_dir):
         proc.stop()
 
 
-def test_slow_model_does_not_lower_the_publish_rate(tmp_path):
-    """A 300 ms model behind a 50 Hz timer with 5-action chunks: the rate holds, the last action is held."""
+def test_a_slow_model_holds_the_last_action_on_every_tick_and_then_plays_whole_chunks(tmp_path):
+    """In process, the node's ticks driven by hand and its model held until released (no clock in the test): while an
+    inference runs, every tick of the 50 Hz timer publishes, holding the last action, without waiting for the model,
+    and /diagnostics says the inference is late; the chunk it returns then plays whole."""
+    from so101_policy.policy_node import PolicyNode
+
     model = make_offset_onnx(tmp_path / "offset.onnx", chunk_size=5, rate_hz=50)
-    client = Client()
-    proc = NodeProcess(MODULE, node_args(policy_path=str(model), rate_hz=50.0, autostart="true",
-                                         inference_delay_s=0.3, refill_threshold=1, align_chunks="false",
-                                         diagnostics_period_s=0.5))
+    context = Context()
+    rclpy.init(context=context)
     try:
-        proc.start()
-        wait_ready(proc, client, timeout=30.0)
-        assert wait_for(lambda: client.count() >= 5, 20.0), f"no commands:\n{proc.output()}"
-        window, rate = window_of(client, 100)
-        assert rate >= 35.0, f"published {rate:.1f} Hz with a slow model, configured 50 Hz"
-        gaps = np.diff([t for t, _ in window])
-        assert gaps.max() < 0.2, f"publish gap {gaps.max():.3f} s: the slow model stalled the timer"
-        positions = np.array([m.position for _, m in window])
-        held = np.sum(np.all(np.diff(positions, axis=0) == 0, axis=1))
-        assert held > len(window) // 3, "expected the last action to be held while the model runs"
-        assert wait_for(lambda: any(int(d.get("missed_ticks", 0)) > 0 for d in client.diagnostics), 5.0)
-        late = [d for d in client.diagnostics if int(d.get("missed_ticks", 0)) > 0][-1]
-        assert float(late["inference_latency_p50_ms"]) >= 300
-        assert any(d["message"].startswith("inference late") for d in client.diagnostics)
-        # whole chunks play (align_chunks off): measured state + 1..5 steps of 1° (units round trip over DDS)
-        assert positions[:, 0].min() == pytest.approx(Q[0] + np.radians(1.0), abs=1e-4)
-        assert positions[:, 0].max() == pytest.approx(Q[0] + np.radians(5.0), abs=1e-4)
+        node = PolicyNode(context=context, cli_args=node_args(
+            policy_path=str(model), rate_hz=50.0, autostart="true", refill_threshold=1, align_chunks="false",
+            max_observation_age_s=0.0))
+        assert node.timer.timer_period_ns == 20_000_000
+        published: list[list[float]] = []
+        statuses: list[Any] = []
+        node.pub.publish = lambda msg: published.append(list(msg.position))  # type: ignore[method-assign]
+        node.diag_pub.publish = lambda msg: statuses.extend(msg.status)  # type: ignore[method-assign]
+        released, entered, returned = threading.Event(), [0], [0]
+        infer = node.runner.runner.infer
+
+        def held_infer(*args: Any, **kwargs: Any) -> Any:
+            entered[0] += 1
+            released.wait(30.0)
+            out = infer(*args, **kwargs)
+            returned[0] += 1
+            return out
+
+        node.runner.runner.infer = held_infer  # type: ignore[method-assign]
+        state = JointState(name=list(reversed(JOINT_NAMES)), position=list(reversed(Q)))
+        node._on_joint_state(state)
+
+        def ticked_until(done: Callable[[], bool]) -> bool:
+            node._on_tick()
+            return done()
+
+        def tick_until(done: Callable[[], bool]) -> bool:
+            return wait_for(partial(ticked_until, done), 10.0, 0.001)
+
+        released.set()
+        assert tick_until(lambda: len(published) >= 1), "no first action"
+        released.clear()
+        assert tick_until(lambda: entered[0] == 2), "the next inference was never asked for"
+        before = len(published)
+        for _ in range(25):
+            node._on_tick()
+        assert len(published) == before + 25, "a tick published nothing while the model ran"
+        assert returned[0] == 1, "a tick waited for the model"
+        assert published[-20:] == [published[-1]] * 20, "the last action is not held"
+        node._publish_diagnostics()
+        late = [s for s in statuses if s.message.startswith("inference late")]
+        assert late and int({kv.key: kv.value for kv in late[-1].values}["missed_ticks"]) >= 20
+
+        released.set()
+        assert tick_until(lambda: returned[0] == 2 and published[-1] != published[-2]), "no new chunk"
+        for _ in range(5):
+            node._on_tick()
+        # whole chunks play (align_chunks off): measured state + 1..5 steps of 1°
+        positions = np.array(published)
+        assert positions[:, 0].min() == pytest.approx(Q[0] + np.radians(1.0), abs=1e-6)
+        assert positions[:, 0].max() == pytest.approx(Q[0] + np.radians(5.0), abs=1e-6)
+        node.destroy_node()
     finally:
-        client.close()
-        proc.stop()
+        rclpy.shutdown(context=context)
 
 
 def test_a_chunking_policy_publishes_its_upcoming_actions(tmp_path):

@@ -21,7 +21,9 @@ Deadlines. A reply is due within its wire time (10 bits per byte at the line's r
 a feedback reply at 1 Mbaud) plus ``timeout_ms`` for the adapter's and the OS's latency. A SYNC_READ
 also ends early once the servos that answer have answered: when replies have started to flow and the
 line then stays quiet for ``reply_gap_ms``, the servos still missing are not coming (a dropped reply
-or an unplugged servo costs that gap, not the whole deadline), and a retry of the servos still missing
+or an unplugged servo costs that gap, not the whole deadline; ending on either, it first takes what the port already
+holds: a driver kept off the CPU past them between two reads would otherwise call replies lost that came in time), and a
+retry of the servos still missing
 waits at most twice the latency the first reply showed plus that gap (the line's latency was just
 measured: a servo that does not answer within it is not coming either). A SYNC_READ's first try waits at least
 twice the bus's usual latency (a running mean of the first replies' latency) plus that gap, when that is longer
@@ -429,6 +431,13 @@ class FeetechBus:
         parser = protocol.PacketParser("status")
         gap = self.reply_gap_ms / 1000.0
         last_rx: float | None = None  # once replies flow, a quiet line means the rest are not coming
+
+        def take(chunk: bytes) -> None:
+            for packet in parser.feed(chunk):
+                if isinstance(packet, protocol.StatusPacket) and packet.servo_id in wanted and len(packet.params) >= _FB_LEN:
+                    replies[packet.servo_id] = (bytes(packet.params[:_FB_LEN]), packet.error)
+                    wanted.discard(packet.servo_id)
+
         while wanted and (remaining := deadline - time.monotonic()) > 0:
             wait = remaining if last_rx is None else min(remaining, last_rx + gap - time.monotonic())
             if wait <= 0:
@@ -437,10 +446,11 @@ class FeetechBus:
             if chunk:
                 last_rx = time.monotonic()
                 first_byte = first_byte if first_byte is not None else last_rx - sent
-            for packet in parser.feed(chunk):
-                if isinstance(packet, protocol.StatusPacket) and packet.servo_id in wanted and len(packet.params) >= _FB_LEN:
-                    replies[packet.servo_id] = (bytes(packet.params[:_FB_LEN]), packet.error)
-                    wanted.discard(packet.servo_id)
+            take(chunk)
+        if wanted:
+            # One look without waiting: this process may have been off the CPU past the deadline or the gap while
+            # the replies came in time; they are in the port's buffer, not late.
+            take(read_available(port, 0.0))
         return replies, _corrupt_count(parser), first_byte
 
     # --- discovery ------------------------------------------------------------------------------

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import logging
+import os
+import time
+from types import SimpleNamespace
 
 import pytest
 
@@ -287,6 +290,31 @@ def test_a_reply_late_by_a_loaded_machine_behind_a_slow_adapter_is_waited_for(li
         faults.set_extra_latency(0.033)
         feedback, failures = slow.sync_read_feedback_partial(IDS)
         assert not failures and len(feedback) == 6
+
+
+def test_replies_that_came_while_the_driver_was_off_the_cpu_are_read_not_timed_out(link, servos, monkeypatch):
+    """The driver reads the first reply of a sync read, then is off the CPU past the read's deadline (its clock jumps
+    1 s here) while the five other replies arrive: they lie in the port's buffer, came in time, and are read (a single
+    try: no retry to hide a miss)."""
+    shift = [0.0]
+    monkeypatch.setattr(bus_module, "time", SimpleNamespace(monotonic=lambda: time.monotonic() + shift[0]))
+    read_available = bus_module.read_available
+    reply_bytes = 6 + bus_module._FB_LEN  # FF FF ID LEN ERR <block> CHK
+
+    def one_reply_then_off_the_cpu(port, wait_s: float) -> bytes:
+        if shift[0]:
+            return read_available(port, wait_s)
+        assert wait_for(lambda: port.ser.in_waiting >= len(IDS) * reply_bytes, timeout=5)
+        chunk = os.read(port.ser.fileno(), reply_bytes)
+        shift[0] = 1.0
+        return chunk
+
+    for i, memory in servos.items():
+        memory.set_encoder(500 + i)
+    with FeetechBus(link.device_path, timeout_ms=TIMEOUT_MS, retries=0) as bus:
+        monkeypatch.setattr(bus_module, "read_available", one_reply_then_off_the_cpu)
+        feedback, failures = bus.sync_read_feedback_partial(IDS)
+    assert not failures and sorted(feedback) == IDS and feedback[6].position == 506
 
 
 def test_a_single_servo_write_behind_a_slow_adapter_waits_as_long_as_a_sync_read(link, faults, servos):

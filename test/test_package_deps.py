@@ -27,7 +27,7 @@ ROSDEP_KEYS = {
     "rosbags": "python3-rosbags-pip", "mcap": "python3-mcap-pip", "pyarrow": "python3-pyarrow-pip",
     "fsspec": "python3-fsspec", "ray": "python3-ray-pip", "backports": "python3-backports-zstd-pip",
     # pip's grpcio, pinned with LeRobot (its generated gRPC stubs need grpcio >= 1.73.1)
-    "grpc": "python3-grpcio-pip",
+    "grpc": "python3-grpcio-pip", "pytest": "python3-pytest",
     # the web view's viewer and server (pinned with LeRobot, which logs to rerun too); the browser test's driver
     "rerun": "python3-rerun-sdk-pip", "playwright": "python3-playwright-pip",
 }

@@ -299,7 +299,7 @@ def test_replies_that_came_while_the_driver_was_off_the_cpu_are_read_not_timed_o
     shift = [0.0]
     monkeypatch.setattr(bus_module, "time", SimpleNamespace(monotonic=lambda: time.monotonic() + shift[0]))
     read_available = bus_module.read_available
-    reply_bytes = 6 + bus_module._FB_LEN  # FF FF ID LEN ERR <block> CHK
+    reply_bytes = bus_module._STATUS_OVERHEAD + bus_module._FB_LEN
 
     def one_reply_then_off_the_cpu(port, wait_s: float) -> bytes:
         if shift[0]:

@@ -23,9 +23,10 @@ joint names from the joint spec) and drives every joint the way an STS3215 does:
   ``|duty·V − Ke·ω|/R`` in 6.5 mA; ``Present_Voltage`` the supply minus its resistance drop and any
   injected sag; ``Present_Temperature`` the winding model.
 
-:meth:`ArmPhysics.step` advances by whole firmware periods; registers are read from the servo
-memories at the start of each I/O batch (``io_period``) and feedback written at its end, which keeps
-the Python work per millisecond small enough for a real-time thread on a loaded 2-core machine.
+:meth:`ArmPhysics.step` advances by whole firmware periods; the settings are read from the servo
+memories at the start of each I/O batch (``io_period``) where a write changed them, and feedback posted at its end
+(encoded into the table when the host reads it), which keeps the Python work per millisecond small enough for a
+real-time thread on a loaded 2-core machine.
 """
 
 from __future__ import annotations
@@ -162,6 +163,7 @@ class ArmPhysics:
         self.time = 0.0  # simulated seconds
         self._settings: list[ServoSettings] = [ServoSettings() for _ in JOINT_NAMES]
         self._tables: list[bytes] = [b""] * len(JOINT_NAMES)
+        self._versions = [-1] * len(JOINT_NAMES)  # each servo's settings_version when its settings were last read
         self._homing_offsets = [0] * len(JOINT_NAMES)
         self.set_positions(initial_positions if initial_positions is not None else [0.0] * len(JOINT_NAMES))
 
@@ -234,6 +236,7 @@ class ArmPhysics:
                 act.forcerange = [-10.0, 10.0]
         self.model = spec.compile()
         self.data = mujoco.MjData(self.model)
+        self._warnings = self.data.warning  # (each access of the attribute builds a new view)
         if hand:  # the hand starts off the arm
             self.model.actuator_gainprm[:, 0] = 0.0
             self.model.actuator_biasprm[:, 1:3] = 0.0
@@ -277,8 +280,7 @@ class ArmPhysics:
         self._fw = [initial_state(self._present(i, x), m) for i, (x, m) in enumerate(zip(seen, self._models,
                                                                                            strict=True))]
         self._out: list[FirmwareOutput] = [FirmwareOutput(0.0, 0.0, 0.0, 0, False, False) for _ in JOINT_NAMES]
-        self._written: list[tuple[object, ...]] = [(None,) * 8 for _ in JOINT_NAMES]
-        self._write_feedback()
+        self._post_feedback()
 
     def true_positions(self) -> np.ndarray:
         """Link joint angles, rad (ground truth), in :data:`JOINT_NAMES` order."""
@@ -351,13 +353,12 @@ class ArmPhysics:
             for _ in range(n):
                 self._tick()
             self._check_stable()
-            self._write_feedback()
+            self._post_feedback()
             done += n
 
     def _check_stable(self) -> None:
-        d = self.data
-        bad = d.warning[_BAD_QACC].number
-        if bad or not np.abs(d.qvel).max() < _MAX_SPEED:  # (a NaN compares False: unstable too)
+        bad = self._warnings[_BAD_QACC].number
+        if bad or not np.abs(self.data.qvel).max() < _MAX_SPEED:  # (a NaN compares False: unstable too)
             raise PhysicsError(
                 f"the simulation of profile {self.profile.name!r} became unstable at t = {self.time:.3f} s "
                 "(servo gains too high for the rotor inertia, loop rate and time step: raise armature or "
@@ -365,6 +366,10 @@ class ArmPhysics:
 
     def _refresh_settings(self, force: bool = False) -> None:
         for i, servo in enumerate(self.servos):
+            version = servo.settings_version  # before the read: a write after it is seen at the next refresh
+            if not force and version == self._versions[i]:
+                continue
+            self._versions[i] = version
             table = servo.read(0, _SETTINGS_SPAN)
             if force or table != self._tables[i]:
                 self._tables[i] = table
@@ -440,8 +445,8 @@ class ArmPhysics:
         bus = physics.supply_voltage - physics.supply_resistance * total_current
         self._volts = [max(0.0, bus - sag) for sag in self.voltage_sag]
 
-    def _write_feedback(self) -> None:
-        """Encoder and feedback registers of every servo (only the values that changed are written)."""
+    def _post_feedback(self) -> None:
+        """Encoder and feedback of every servo, posted to its memory (written into its table when next read)."""
         window = self._window_ticks * self.tick
         for i, servo in enumerate(self.servos):
             hist = self._history[i]
@@ -449,24 +454,9 @@ class ArmPhysics:
             current = self._current[i] / CURRENT_LSB
             if self._current_noise[i] > 0.0:
                 current = abs(current + self._current_noise[i] * self._normal.next())
-            values = (
-                hist[-1],
-                round(self.mechanics[i].direction * (hist[-1] - hist[0]) / window),
-                round(out.pwm),
-                round(self._volts[i] * 10.0),
-                round(self._fw[i].temperature),
-                round(current),
-                bool(out.moving),
-                out.status,
-            )
-            last = self._written[i]
-            if values == last and not out.unload:
-                continue
-            with servo.lock:
-                if values[0] != last[0]:
-                    servo.set_encoder(values[0])
-                if values[1:] != last[1:]:
-                    servo.set_feedback(*[v if v != o else None for v, o in zip(values[1:], last[1:], strict=True)])
-                if out.unload and servo.get(Register.Torque_Enable):
-                    servo.set(Register.Torque_Enable, 0)
-            self._written[i] = values
+            servo.post_feedback(hist[-1], self.mechanics[i].direction * (hist[-1] - hist[0]) / window, out.pwm,
+                                self._volts[i] * 10.0, self._fw[i].temperature, current, out.moving, out.status)
+            if out.unload:
+                with servo.lock:
+                    if servo.get(Register.Torque_Enable):
+                        servo.set(Register.Torque_Enable, 0)

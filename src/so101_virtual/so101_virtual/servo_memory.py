@@ -31,6 +31,11 @@ Behaviour chosen where the real servo is under-documented (documented here, test
   (whatever the lock) and leaves torque off.
 * ``Present_Position = (actual − Homing_Offset) mod 4096`` (single-turn); the firmware side sets the
   actual encoder reading with :meth:`set_encoder`, a ``Homing_Offset`` write updates it at once.
+
+The physics posts every servo's feedback each firmware pass (1 kHz) with :meth:`ServoMemory.post_feedback`, which only
+keeps the values; they are rounded, encoded and written into the table when the table is next looked at (a host read,
+:meth:`~ServoMemory.get`, :meth:`~ServoMemory.snapshot`, any write). The host reads at the bus's rate (100 Hz): encoding
+every pass was a third of the arm's cost, and what a read returns is the same (the latest pass's values).
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, cast
 
 from so101_feetech.control_table import (
+    FEEDBACK_BLOCK,
     MODEL_NUMBER_STS3215,
     TABLE_SIZE,
     Area,
@@ -62,6 +68,11 @@ _HOMING_ADDRESS = Register.Homing_Offset.address
 _HOMING_SIGN_BIT = cast(int, Register.Homing_Offset.spec.sign_bit)  # sign-magnitude: never None
 _PRESENT_ADDRESS = Register.Present_Position.address
 _MOVING_ADDRESS, _STATUS_ADDRESS = Register.Moving.address, Register.Status.address
+_FEEDBACK_START, _FEEDBACK_END = FEEDBACK_BLOCK[0], FEEDBACK_BLOCK[0] + FEEDBACK_BLOCK[1]
+# the feedback as posted (encoder steps, velocity step/s, load 0.1 %, voltage 0.1 V, °C, current 6.5 mA LSB, moving,
+# status; unrounded) and as written into the table (rounded)
+_Feedback = tuple[int, float, float, float, float, float, bool, int]
+_NOTHING_WRITTEN: tuple[object, ...] = (None,) * 8
 # EEPROM occupies addresses 0..EEPROM_END-1 (everything before Torque_Enable).
 EEPROM_END = Register.Torque_Enable.address
 
@@ -143,6 +154,12 @@ class ServoMemory:
         self._factory.update(overrides or {})
         self._table = bytearray(TABLE_SIZE)
         self._actual = 2048  # encoder reading, 0..4095
+        self._posted: _Feedback | None = None  # the firmware's latest feedback (post_feedback)
+        self._taken: _Feedback | None = None  # the posted feedback last written into the table
+        self._written: tuple[object, ...] = _NOTHING_WRITTEN  # its values as written (rounded)
+        # bumped by every change of the registers below the feedback (the settings the firmware reads): the physics
+        # reads them again only after one (ArmPhysics._refresh_settings)
+        self.settings_version = 0
         self._load_factory()
         self.set(Register.ID, servo_id)
         self._saved_eeprom = bytes(self._table[:EEPROM_END])
@@ -159,7 +176,9 @@ class ServoMemory:
     @property
     def actual_position(self) -> int:
         """The encoder reading before the homing offset (0..4095)."""
-        return self._actual
+        with self.lock:
+            self._take_posted()
+            return self._actual
 
     # ----------------------------------------------------------------- host side
     def read(self, address: int, length: int) -> bytes:
@@ -167,6 +186,8 @@ class ServoMemory:
         if address < 0 or length < 0 or address + length > TABLE_SIZE:
             raise ValueError(f"read of {length} byte(s) at {address} outside the {TABLE_SIZE}-byte table")
         with self.lock:
+            if address < _FEEDBACK_END and address + length > _FEEDBACK_START:
+                self._take_posted()
             return bytes(self._table[address : address + length])
 
     def write(self, address: int, data: bytes | bytearray) -> bool:
@@ -175,6 +196,8 @@ class ServoMemory:
         if address < 0 or address + len(data) > TABLE_SIZE:
             return False
         with self.lock:
+            self._take_posted()  # a Homing_Offset write or a mid-position calibration reads the latest encoder reading
+            self.settings_version += 1
             # Every EEPROM byte lies below Lock (55), so the lock state before the write governs
             # all EEPROM bytes of this write, even when the same packet also writes Lock.
             locked = self._table[Register.Lock.address] != 0
@@ -240,6 +263,8 @@ class ServoMemory:
         """A register's value (sign-magnitude decoded)."""
         addr = register.address
         with self.lock:
+            if addr >= _FEEDBACK_START:
+                self._take_posted()
             return decode_register(register, self._table[addr : addr + register.size])
 
     def set(self, register: Register, value: int) -> None:
@@ -248,6 +273,8 @@ class ServoMemory:
         raw = encode_register(register, int(value))
         addr = register.address
         with self.lock:
+            self._take_posted()
+            self.settings_version += 1
             self._table[addr : addr + register.size] = raw
             if register is Register.Homing_Offset:
                 self._update_present_position()
@@ -255,13 +282,18 @@ class ServoMemory:
     def snapshot(self) -> bytes:
         """A consistent copy of the whole table."""
         with self.lock:
+            self._take_posted()
             return bytes(self._table)
 
     def set_encoder(self, actual_raw: int) -> None:
         """The magnetic encoder's reading (steps, wrapped to 0..4095); updates Present_Position."""
         with self.lock:
-            self._actual = int(actual_raw) % STEPS_PER_TURN
-            self._update_present_position()
+            self._take_posted()
+            self._set_encoder(actual_raw)
+
+    def _set_encoder(self, actual_raw: int) -> None:
+        self._actual = int(actual_raw) % STEPS_PER_TURN
+        self._update_present_position()
 
     def set_feedback(
         self,
@@ -276,15 +308,45 @@ class ServoMemory:
         """Feedback registers in raw units (velocity step/s, load 0.1 %, voltage 0.1 V, °C, current
         6.5 mA LSB; signed values are clamped to what the register holds). ``None`` leaves one as is."""
         with self.lock:
-            table = self._table
-            for (address, size, sign_bit), value in zip(
-                    _FEEDBACK_LAYOUT, (velocity, load, voltage, temperature, current), strict=True):
-                if value is not None:
-                    table[address : address + size] = _clamped_bytes(value, size, sign_bit)
-            if moving is not None:
-                table[_MOVING_ADDRESS] = 1 if moving else 0
-            if status is not None:
-                table[_STATUS_ADDRESS] = int(status) & 0xFF
+            self._take_posted()
+            self._set_feedback(velocity, load, voltage, temperature, current, moving, status)
+
+    def _set_feedback(self, velocity: float | None, load: float | None, voltage: float | None,
+                      temperature: float | None, current: float | None, moving: object, status: int | None) -> None:
+        table = self._table
+        for (address, size, sign_bit), value in zip(
+                _FEEDBACK_LAYOUT, (velocity, load, voltage, temperature, current), strict=True):
+            if value is not None:
+                table[address : address + size] = _clamped_bytes(value, size, sign_bit)
+        if moving is not None:
+            table[_MOVING_ADDRESS] = 1 if moving else 0
+        if status is not None:
+            table[_STATUS_ADDRESS] = int(status) & 0xFF
+
+    def post_feedback(self, encoder: int, velocity: float, load: float, voltage: float, temperature: float,
+                      current: float, moving: bool, status: int) -> None:
+        """The firmware's feedback of its latest pass, unrounded, in :meth:`set_feedback`'s units (``encoder`` as in
+        :meth:`set_encoder`): written into the table when it is next looked at, each value only where its rounded
+        value changed since the last post written (so a value set by other means stays until the firmware's changes).
+        One reference stored, no lock: the firmware pass does not wait for a host read."""
+        self._posted = (encoder, velocity, load, voltage, temperature, current, moving, status)
+
+    def _take_posted(self) -> None:
+        """Write the feedback posted since the table was last looked at (the caller holds the lock)."""
+        posted = self._posted
+        if posted is self._taken or posted is None:
+            return
+        self._taken = posted
+        encoder, velocity, load, voltage, temperature, current, moving, status = posted
+        values = (encoder, round(velocity), round(load), round(voltage), round(temperature), round(current),
+                  bool(moving), status)
+        last = self._written
+        if encoder != last[0]:
+            self._set_encoder(encoder)
+        if values[1:] != last[1:]:
+            changed = [v if v != o else None for v, o in zip(values[1:], last[1:], strict=True)]
+            self._set_feedback(*changed)
+        self._written = values
 
     def _update_present_position(self) -> None:
         table = self._table
@@ -303,6 +365,8 @@ class ServoMemory:
     def factory_reset(self, keep_id: bool = True) -> None:
         """RESET instruction: factory EEPROM and SRAM (saved), ID kept when ``keep_id``."""
         with self.lock:
+            self._take_posted()
+            self.settings_version += 1
             servo_id = self.servo_id
             self._load_factory()
             if keep_id:
@@ -313,6 +377,8 @@ class ServoMemory:
         """Power off and on: EEPROM from its saved image, SRAM from factory values, feedback kept
         as the firmware last set it (the physics keeps running)."""
         with self.lock:
+            self._take_posted()
+            self.settings_version += 1
             feedback = bytes(self._table[Register.Present_Position.address : Register.Present_Current.address + 2])
             self._load_factory()
             self._table[:EEPROM_END] = self._saved_eeprom

@@ -143,6 +143,44 @@ def test_feedback_clamped_and_encoded() -> None:
     assert m.get(Register.Present_Voltage) == 0
 
 
+def test_posted_feedback_reads_as_written_feedback_and_a_value_set_otherwise_stays_until_the_firmware_changes_it() -> None:
+    m = ServoMemory()
+    host_write(m, Register.Homing_Offset, 100)
+    m.post_feedback(1100, -299.6, -2000.4, 120.6, 39.5, 54.7, True, 0)
+    block = m.read(Register.Present_Position.address, 15)  # the bus server's feedback read
+    assert int.from_bytes(block[:2], "little") == 1000  # the encoder less the homing offset
+    assert (m.get(Register.Present_Velocity), m.get(Register.Present_Load)) == (-300, -1023)
+    assert (m.get(Register.Present_Voltage), m.get(Register.Present_Temperature)) == (121, 40)
+    assert (m.get(Register.Present_Current), m.get(Register.Moving), m.get(Register.Status)) == (55, 1, 0)
+    assert m.actual_position == 1100
+    m.set_feedback(status=0x04)  # set by other means (a test's fault, a tool)
+    m.post_feedback(1101, -299.6, -2000.4, 120.6, 39.5, 54.7, True, 0)  # the firmware's status unchanged
+    assert m.get(Register.Status) == 0x04 and m.get(Register.Present_Position) == 1001
+    m.post_feedback(1101, -299.6, -2000.4, 120.6, 39.5, 54.7, True, 0x20)
+    assert m.get(Register.Status) == 0x20
+    # the posts before a write are in the table before the write applies: a mid-position calibration reads them
+    m.post_feedback(3000, 0.0, 0.0, 120.0, 25.0, 0.0, False, 0)
+    host_write(m, Register.Torque_Enable, 128)
+    assert m.get(Register.Homing_Offset) == 3000 - 2048 and m.get(Register.Present_Position) == 2048
+
+
+def test_settings_version_counts_every_change_of_the_table_the_firmware_reads() -> None:
+    m = ServoMemory()
+    versions = [m.settings_version]
+    host_write(m, Register.Goal_Position, 1234)
+    versions.append(m.settings_version)
+    m.set(Register.Torque_Enable, 1)
+    versions.append(m.settings_version)
+    m.factory_reset()
+    versions.append(m.settings_version)
+    m.power_cycle()
+    versions.append(m.settings_version)
+    assert versions == sorted(set(versions)), versions  # each change bumped it
+    m.post_feedback(1000, 0.0, 0.0, 120.0, 25.0, 0.0, False, 0)
+    m.read(0, TABLE_SIZE)
+    assert m.settings_version == versions[-1]  # feedback is no setting
+
+
 def test_overrides_and_set_validation() -> None:
     m = ServoMemory(overrides={Register.Firmware_Minor_Version: 9, Register.Return_Delay_Time: 0})
     assert m.get(Register.Firmware_Minor_Version) == 9

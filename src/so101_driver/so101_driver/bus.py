@@ -466,6 +466,12 @@ class FeetechBus:
             quiet = max(0.005, 30 * port.tx_time_per_byte / 1000.0)
             parser = protocol.PacketParser("status")
             found: dict[int, int] = {}
+
+            def take(chunk: bytes) -> None:
+                for reply in parser.feed(chunk):
+                    if isinstance(reply, protocol.StatusPacket):
+                        found[reply.servo_id] = reply.error
+
             last_rx = time.monotonic()
             while (now := time.monotonic()) < deadline:
                 if found and now - last_rx > quiet:
@@ -473,9 +479,9 @@ class FeetechBus:
                 chunk = read_available(port, min(deadline - now, quiet))
                 if chunk:
                     last_rx = time.monotonic()
-                for reply in parser.feed(chunk):
-                    if isinstance(reply, protocol.StatusPacket):
-                        found[reply.servo_id] = reply.error
+                take(chunk)
+            # what came while this process was off the CPU past the quiet or the deadline (as in a sync read)
+            take(read_available(port, 0.0))
         return dict(sorted(found.items())), _corrupt_count(parser)
 
     def scan(self, ids: Iterable[int] = range(scs.MAX_ID + 1), baudrates: Iterable[int] | None = None,

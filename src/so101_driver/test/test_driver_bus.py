@@ -317,6 +317,29 @@ def test_replies_that_came_while_the_driver_was_off_the_cpu_are_read_not_timed_o
     assert not failures and sorted(feedback) == IDS and feedback[6].position == 506
 
 
+def test_a_broadcast_ping_answered_while_the_scanner_was_off_the_cpu_finds_every_servo(link, monkeypatch):
+    """A scan's broadcast PING: the first answer is read, then the scanner is off the CPU past the line's quiet time
+    and the deadline (its clock jumps 1 s) while the five other servos answer: they lie in the port's buffer and are
+    found, not missed."""
+    shift = [0.0]
+    monkeypatch.setattr(bus_module, "time", SimpleNamespace(monotonic=lambda: time.monotonic() + shift[0]))
+    read_available = bus_module.read_available
+    answer_bytes = bus_module._STATUS_OVERHEAD
+
+    def one_answer_then_off_the_cpu(port, wait_s: float) -> bytes:
+        if shift[0]:
+            return read_available(port, wait_s)
+        assert wait_for(lambda: port.ser.in_waiting >= len(IDS) * answer_bytes, timeout=5)
+        chunk = os.read(port.ser.fileno(), answer_bytes)
+        shift[0] = 1.0
+        return chunk
+
+    with FeetechBus(link.device_path, timeout_ms=TIMEOUT_MS, retries=0) as bus:
+        monkeypatch.setattr(bus_module, "read_available", one_answer_then_off_the_cpu)
+        found, corrupt = bus.broadcast_ping()
+    assert sorted(found) == IDS and corrupt == 0
+
+
 def test_a_single_servo_write_behind_a_slow_adapter_waits_as_long_as_a_sync_read(link, faults, servos):
     """A torque toggle while the arm runs: once the sync reads measured the bus's latency (20 ms of 25), a write's
     reply 33 ms after its request is waited for, as a sync read's would be (single tries, no retry to hide it)."""

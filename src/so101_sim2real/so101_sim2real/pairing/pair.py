@@ -21,7 +21,7 @@ from tqdm import tqdm
 from so101_common import sage, topics
 from so101_common.paired_dataset import FaultSpan, PairedDataset, PairedEpisode
 from so101_common.servo_faults import format_fault
-from so101_common.trajectory import JointTrajectory
+from so101_common.trajectory import JointTrajectory, measured_at
 from so101_sim2real.pairing.align import AlignConfig, AlignmentError, ClockFit, align_episode
 
 if TYPE_CHECKING:
@@ -176,7 +176,9 @@ def mujoco_replayer(sim: MujocoSim | None = None) -> Callable[[Run], tuple[Run, 
         if real.command is None:
             raise PairError(f"real run {real.name} has no command stream to replay")
         command = real.command if real.window is None else real.command.slice_time(*real.window)
-        initial = real.state.position[0]
+        # the first measurement of each joint: servos that did not answer the recording's first reads are NaN there
+        # (a bus dropout as it started), and the replay needs a finite start
+        initial = measured_at(float(real.state.time[0]), real.state.time, real.state.position)
         state = replay_trajectory(command, initial) if sim is None else sim.simulate(command, initial)
         # the replay is stamped on the real clock by construction: identity map
         identity = ClockFit(0.0, 0.0, float(command.time[0]), 1.0, "mujoco replay (same clock)")

@@ -292,27 +292,32 @@ def test_a_reply_late_by_a_loaded_machine_behind_a_slow_adapter_is_waited_for(li
         assert not failures and len(feedback) == 6
 
 
+def _off_the_cpu_after_one_packet(monkeypatch, packet_bytes: int) -> None:
+    """The bus's next read takes one ``packet_bytes`` packet once every servo's has arrived, then its clock jumps 1 s
+    (the process off the CPU past any deadline); later reads are the real ones on the shifted clock."""
+    shift = [0.0]
+    monkeypatch.setattr(bus_module, "time", SimpleNamespace(monotonic=lambda: time.monotonic() + shift[0]))
+    read_available = bus_module.read_available
+
+    def one_packet_then_off_the_cpu(port, wait_s: float) -> bytes:
+        if shift[0]:
+            return read_available(port, wait_s)
+        assert wait_for(lambda: port.ser.in_waiting >= len(IDS) * packet_bytes, timeout=5)
+        chunk = os.read(port.ser.fileno(), packet_bytes)
+        shift[0] = 1.0
+        return chunk
+
+    monkeypatch.setattr(bus_module, "read_available", one_packet_then_off_the_cpu)
+
+
 def test_replies_that_came_while_the_driver_was_off_the_cpu_are_read_not_timed_out(link, servos, monkeypatch):
     """The driver reads the first reply of a sync read, then is off the CPU past the read's deadline (its clock jumps
     1 s here) while the five other replies arrive: they lie in the port's buffer, came in time, and are read (a single
     try: no retry to hide a miss)."""
-    shift = [0.0]
-    monkeypatch.setattr(bus_module, "time", SimpleNamespace(monotonic=lambda: time.monotonic() + shift[0]))
-    read_available = bus_module.read_available
-    reply_bytes = bus_module._STATUS_OVERHEAD + bus_module._FB_LEN
-
-    def one_reply_then_off_the_cpu(port, wait_s: float) -> bytes:
-        if shift[0]:
-            return read_available(port, wait_s)
-        assert wait_for(lambda: port.ser.in_waiting >= len(IDS) * reply_bytes, timeout=5)
-        chunk = os.read(port.ser.fileno(), reply_bytes)
-        shift[0] = 1.0
-        return chunk
-
     for i, memory in servos.items():
         memory.set_encoder(500 + i)
     with FeetechBus(link.device_path, timeout_ms=TIMEOUT_MS, retries=0) as bus:
-        monkeypatch.setattr(bus_module, "read_available", one_reply_then_off_the_cpu)
+        _off_the_cpu_after_one_packet(monkeypatch, bus_module._STATUS_OVERHEAD + bus_module._FB_LEN)
         feedback, failures = bus.sync_read_feedback_partial(IDS)
     assert not failures and sorted(feedback) == IDS and feedback[6].position == 506
 
@@ -321,21 +326,8 @@ def test_a_broadcast_ping_answered_while_the_scanner_was_off_the_cpu_finds_every
     """A scan's broadcast PING: the first answer is read, then the scanner is off the CPU past the line's quiet time
     and the deadline (its clock jumps 1 s) while the five other servos answer: they lie in the port's buffer and are
     found, not missed."""
-    shift = [0.0]
-    monkeypatch.setattr(bus_module, "time", SimpleNamespace(monotonic=lambda: time.monotonic() + shift[0]))
-    read_available = bus_module.read_available
-    answer_bytes = bus_module._STATUS_OVERHEAD
-
-    def one_answer_then_off_the_cpu(port, wait_s: float) -> bytes:
-        if shift[0]:
-            return read_available(port, wait_s)
-        assert wait_for(lambda: port.ser.in_waiting >= len(IDS) * answer_bytes, timeout=5)
-        chunk = os.read(port.ser.fileno(), answer_bytes)
-        shift[0] = 1.0
-        return chunk
-
     with FeetechBus(link.device_path, timeout_ms=TIMEOUT_MS, retries=0) as bus:
-        monkeypatch.setattr(bus_module, "read_available", one_answer_then_off_the_cpu)
+        _off_the_cpu_after_one_packet(monkeypatch, bus_module._STATUS_OVERHEAD)
         found, corrupt = bus.broadcast_ping()
     assert sorted(found) == IDS and corrupt == 0
 
